@@ -1,0 +1,191 @@
+// Package cpu is the CPU device: every op of the Llama graph in Go on all cores,
+// with mat-vec and mat-mat kernels that read quantized weight blocks directly
+// from the memory-mapped file. It is the oracle every other device is checked
+// against.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"hybrid/devices"
+	"hybrid/devices/cpu/kernels"
+	"hybrid/models/quant"
+	"hybrid/ops"
+)
+
+// Device runs ops on the host CPU with its own worker pool and buffers.
+type Device struct {
+	name    string
+	pool    *kernels.Pool
+	mu      sync.Mutex
+	weights map[string]*weight
+	kv      map[int]*kvCache // by layer
+	mem     int64            // bytes of buffers, dequantized vectors and KV cache
+	mapped  int64            // bytes of weights used in place from the file
+}
+
+// weight is a resident weight: quantized bytes used in place, plus an f32 copy
+// for one-row tensors (norm vectors), which are tiny and read every token.
+type weight struct {
+	w   ops.Weight
+	raw []byte
+	f32 []float32
+}
+
+// kvCache holds one layer's keys and values, f32, ctx positions × kvDim.
+type kvCache struct {
+	k, v []float32
+	dim  int
+}
+
+// Buffer is a CPU activation buffer.
+type Buffer struct{ F []float32 }
+
+// Len implements devices.Buffer.
+func (b *Buffer) Len() int { return len(b.F) }
+
+// New returns a CPU device named name that runs ops on threads workers
+// (all cores when threads <= 0).
+func New(name string, threads int) *Device {
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	return &Device{
+		name:    name,
+		pool:    kernels.NewPool(threads),
+		weights: map[string]*weight{},
+		kv:      map[int]*kvCache{},
+	}
+}
+
+var _ devices.Device = (*Device)(nil)
+
+// Name implements devices.Device.
+func (d *Device) Name() string { return d.name }
+
+// Threads is the size of the device's worker pool.
+func (d *Device) Threads() int { return d.pool.Threads() }
+
+// Supports implements devices.Device: the CPU runs every op kind on every
+// supported weight type.
+func (d *Device) Supports(op *ops.Op) error {
+	switch op.Kind {
+	case ops.Embed, ops.RMSNorm, ops.MatMul, ops.RoPE, ops.Attention, ops.SiLUMul, ops.Add, ops.LastRow:
+	default:
+		return fmt.Errorf("cpu: op %s: %w kind", op, devices.ErrUnsupported)
+	}
+	if op.Weight != nil && !op.Weight.Type.Supported() {
+		return fmt.Errorf("cpu: op %s: weight type %s %w", op, op.Weight.Type, devices.ErrUnsupported)
+	}
+	return nil
+}
+
+// LoadWeight implements devices.Device. Matrices stay in the caller's (mapped)
+// memory in their quantized form; one-row tensors are dequantized once.
+func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.weights[w.Name]; ok {
+		return nil
+	}
+	rb, err := quant.RowBytes(w.Type, w.Cols)
+	if err != nil {
+		return fmt.Errorf("cpu: weight %s: %w", w.Name, err)
+	}
+	if int64(len(data)) != int64(rb)*int64(w.Rows) {
+		return fmt.Errorf("cpu: weight %s: %d bytes, want %d for %d×%d %s", w.Name, len(data), rb*w.Rows, w.Rows, w.Cols, w.Type)
+	}
+	res := &weight{w: *w, raw: data}
+	if w.Rows == 1 {
+		res.f32 = make([]float32, w.Cols)
+		if err := quant.Dequantize(w.Type, data, res.f32); err != nil {
+			return fmt.Errorf("cpu: weight %s: %w", w.Name, err)
+		}
+		d.mem += int64(4 * w.Cols)
+	} else {
+		d.mapped += int64(len(data))
+	}
+	d.weights[w.Name] = res
+	return nil
+}
+
+// Alloc implements devices.Device.
+func (d *Device) Alloc(n int) (devices.Buffer, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("cpu: negative buffer size %d", n)
+	}
+	d.mu.Lock()
+	d.mem += 4 * int64(n)
+	d.mu.Unlock()
+	return &Buffer{F: make([]float32, n)}, nil
+}
+
+// Write implements devices.Device.
+func (d *Device) Write(dst devices.Buffer, src []float32) error {
+	b, err := d.buf(dst)
+	if err != nil {
+		return err
+	}
+	if len(src) > len(b.F) {
+		return fmt.Errorf("cpu: write of %d elements into a buffer of %d", len(src), len(b.F))
+	}
+	copy(b.F, src)
+	return nil
+}
+
+// Read implements devices.Device.
+func (d *Device) Read(dst []float32, src devices.Buffer) error {
+	b, err := d.buf(src)
+	if err != nil {
+		return err
+	}
+	if len(dst) > len(b.F) {
+		return fmt.Errorf("cpu: read of %d elements from a buffer of %d", len(dst), len(b.F))
+	}
+	copy(dst, b.F)
+	return nil
+}
+
+// Sync implements devices.Device; CPU ops finish before Run returns.
+func (d *Device) Sync() error { return nil }
+
+// MemoryUsed implements devices.Device: buffers, KV cache and weights, counting
+// mapped weights at their file size.
+func (d *Device) MemoryUsed() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mem + d.mapped
+}
+
+// Close implements devices.Device.
+func (d *Device) Close() error {
+	d.pool.Close()
+	d.mu.Lock()
+	d.weights, d.kv = map[string]*weight{}, map[int]*kvCache{}
+	d.mem, d.mapped = 0, 0
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *Device) buf(b devices.Buffer) (*Buffer, error) {
+	cb, ok := b.(*Buffer)
+	if !ok {
+		return nil, fmt.Errorf("cpu: %s got a buffer of another device (%T)", d.name, b)
+	}
+	return cb, nil
+}
+
+func (d *Device) cache(layer int, a ops.AttnParams) *kvCache {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.kv[layer]
+	dim := a.KVHeads * a.HeadDim
+	if c == nil || len(c.k) < a.Context*dim || c.dim != dim {
+		c = &kvCache{k: make([]float32, a.Context*dim), v: make([]float32, a.Context*dim), dim: dim}
+		d.mem += 8 * int64(a.Context*dim)
+		d.kv[layer] = c
+	}
+	return c
+}

@@ -1,0 +1,134 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"hybrid/devices"
+	"hybrid/devices/cpu/kernels"
+	"hybrid/models/quant"
+	"hybrid/ops"
+)
+
+// Run implements devices.Device.
+func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
+	ins := make([][]float32, len(in))
+	for i, b := range in {
+		cb, err := d.buf(b)
+		if err != nil {
+			return err
+		}
+		ins[i] = cb.F
+	}
+	ob, err := d.buf(out)
+	if err != nil {
+		return err
+	}
+	var w *weight
+	if op.Weight != nil {
+		d.mu.Lock()
+		w = d.weights[op.Weight.Name]
+		d.mu.Unlock()
+		if w == nil {
+			return fmt.Errorf("cpu: op %s: weight %s was not loaded", op, op.Weight.Name)
+		}
+	}
+	switch op.Kind {
+	case ops.Embed:
+		return d.embed(op, w, st, ob.F)
+	case ops.RMSNorm:
+		rmsNorm(ins[0], w.f32, op.Eps, ob.F)
+	case ops.MatMul:
+		n := len(ins[0]) / w.w.Cols
+		if n == 1 {
+			kernels.MatVec(d.pool, w.w.Type, w.raw, w.w.Rows, w.w.Cols, ins[0], ob.F)
+		} else {
+			kernels.MatMul(d.pool, w.w.Type, w.raw, w.w.Rows, w.w.Cols, ins[0], n, ob.F)
+		}
+	case ops.RoPE:
+		copy(ob.F, ins[0])
+		rope(ob.F, len(st.Tokens), op.Rope, st.Pos)
+	case ops.Attention:
+		return d.attention(op, st, ins[0], ins[1], ins[2], ob.F)
+	case ops.SiLUMul:
+		siluMul(ins[0], ins[1], ob.F)
+	case ops.Add:
+		a, b, o := ins[0], ins[1], ob.F
+		for i := range o {
+			o[i] = a[i] + b[i]
+		}
+	case ops.LastRow:
+		copy(ob.F, ins[0][len(ins[0])-len(ob.F):])
+	default:
+		return fmt.Errorf("cpu: op %s: %w kind", op, devices.ErrUnsupported)
+	}
+	return nil
+}
+
+func (d *Device) embed(op *ops.Op, w *weight, st ops.Step, out []float32) error {
+	cols := w.w.Cols
+	rb, _ := quant.RowBytes(w.w.Type, cols)
+	if len(out) < len(st.Tokens)*cols {
+		return fmt.Errorf("cpu: op %s: %d tokens do not fit its output", op, len(st.Tokens))
+	}
+	for i, t := range st.Tokens {
+		if t < 0 || int(t) >= w.w.Rows {
+			return fmt.Errorf("cpu: op %s: token id %d is outside the vocabulary of %d", op, t, w.w.Rows)
+		}
+		row := w.raw[int(t)*rb : (int(t)+1)*rb]
+		if err := quant.Dequantize(w.w.Type, row, out[i*cols:(i+1)*cols]); err != nil {
+			return fmt.Errorf("cpu: op %s: %w", op, err)
+		}
+	}
+	return nil
+}
+
+// rmsNorm normalises each row of x by its root mean square (plus eps) and
+// multiplies by w, in that order, as llama.cpp's rms_norm followed by mul does.
+func rmsNorm(x, w []float32, eps float32, out []float32) {
+	d := len(w)
+	for r := 0; r+d <= len(x); r += d {
+		row := x[r : r+d]
+		ss := kernels.Dot(row, row)
+		scale := float32(1 / math.Sqrt(float64(ss/float32(d)+eps)))
+		o := out[r : r+d]
+		for i, v := range row {
+			o[i] = (v * scale) * w[i]
+		}
+	}
+}
+
+// rope rotates adjacent feature pairs of every head of every row of x (rows
+// tokens); row i is at position pos+i. θ for pair j is pos·base^(-2j/dims),
+// stepped by repeated multiplication in f32 as llama.cpp's CPU rope does.
+func rope(x []float32, rows int, p ops.RopeParams, pos int) {
+	half := p.Dims / 2
+	cs := make([]float32, 2*half)
+	scale := float32(math.Pow(float64(p.Base), -2/float64(p.Dims)))
+	width := len(x) / rows
+	for r := 0; r < rows; r++ {
+		theta := float32(pos + r)
+		for j := 0; j < half; j++ {
+			cs[2*j] = float32(math.Cos(float64(theta)))
+			cs[2*j+1] = float32(math.Sin(float64(theta)))
+			theta *= scale
+		}
+		row := x[r*width : (r+1)*width]
+		for h := 0; h+p.HeadDim <= width; h += p.HeadDim {
+			head := row[h : h+p.Dims]
+			for j := 0; j < half; j++ {
+				c, s := cs[2*j], cs[2*j+1]
+				x0, x1 := head[2*j], head[2*j+1]
+				head[2*j] = x0*c - x1*s
+				head[2*j+1] = x0*s + x1*c
+			}
+		}
+	}
+}
+
+// siluMul computes silu(g)·u element-wise, silu(x) = x/(1+e^-x).
+func siluMul(g, u, out []float32) {
+	for i, x := range g {
+		out[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
+	}
+}

@@ -1,0 +1,140 @@
+package llama
+
+import (
+	"fmt"
+
+	"hybrid/models/quant"
+	"hybrid/ops"
+)
+
+// Build emits the op graph of one forward step of n tokens that start at position
+// past, with a KV cache of ctx positions. types gives each weight's stored type.
+// The graph ends in the logits of the last token.
+func Build(c Config, types map[string]quant.Type, n, past, ctx int) (*ops.Graph, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("llama: a step needs at least one token")
+	}
+	if past < 0 || past+n > ctx {
+		return nil, fmt.Errorf("llama: positions %d..%d do not fit the context of %d", past, past+n-1, ctx)
+	}
+	b := &builder{g: &ops.Graph{Tokens: n, Past: past}, c: c, types: types}
+	shapes := map[string]WeightShape{}
+	for _, w := range c.Weights() {
+		shapes[w.Name] = w
+	}
+	b.shapes = shapes
+
+	kv := c.KVHeads * c.HeadDim
+	x := b.op(ops.Embed, "token_embd", -1, nil, n, c.Dim, "token_embd.weight", nil)
+	for l := 0; l < c.Layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		h := b.op(ops.RMSNorm, p+"attn_norm", l, []int{x}, n, c.Dim, p+"attn_norm.weight", nil)
+		q := b.op(ops.MatMul, p+"attn_q", l, []int{h}, n, c.Dim, p+"attn_q.weight", nil)
+		k := b.op(ops.MatMul, p+"attn_k", l, []int{h}, n, kv, p+"attn_k.weight", nil)
+		v := b.op(ops.MatMul, p+"attn_v", l, []int{h}, n, kv, p+"attn_v.weight", nil)
+		rope := func(o *ops.Op) { o.Rope = ops.RopeParams{HeadDim: c.HeadDim, Dims: c.RopeDims, Base: c.RopeBase} }
+		q = b.op(ops.RoPE, p+"rope_q", l, []int{q}, n, c.Dim, "", rope)
+		k = b.op(ops.RoPE, p+"rope_k", l, []int{k}, n, kv, "", rope)
+		a := b.op(ops.Attention, p+"attn", l, []int{q, k, v}, n, c.Dim, "", func(o *ops.Op) {
+			o.Attn = ops.AttnParams{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Context: ctx}
+		})
+		o := b.op(ops.MatMul, p+"attn_output", l, []int{a}, n, c.Dim, p+"attn_output.weight", nil)
+		x = b.op(ops.Add, p+"attn_residual", l, []int{x, o}, n, c.Dim, "", nil)
+		h = b.op(ops.RMSNorm, p+"ffn_norm", l, []int{x}, n, c.Dim, p+"ffn_norm.weight", nil)
+		gate := b.op(ops.MatMul, p+"ffn_gate", l, []int{h}, n, c.FFN, p+"ffn_gate.weight", nil)
+		up := b.op(ops.MatMul, p+"ffn_up", l, []int{h}, n, c.FFN, p+"ffn_up.weight", nil)
+		s := b.op(ops.SiLUMul, p+"ffn_silu_mul", l, []int{gate, up}, n, c.FFN, "", nil)
+		d := b.op(ops.MatMul, p+"ffn_down", l, []int{s}, n, c.Dim, p+"ffn_down.weight", nil)
+		x = b.op(ops.Add, p+"ffn_residual", l, []int{x, d}, n, c.Dim, "", nil)
+	}
+	if n > 1 {
+		x = b.op(ops.LastRow, "last_token", -1, []int{x}, 1, c.Dim, "", nil)
+	}
+	x = b.op(ops.RMSNorm, "output_norm", -1, []int{x}, 1, c.Dim, "output_norm.weight", nil)
+	b.g.Output = b.op(ops.MatMul, "output", -1, []int{x}, 1, c.Vocab, c.OutputWeight(), nil)
+	if b.err != nil {
+		return nil, b.err
+	}
+	for _, op := range b.g.Ops {
+		op.Cost = Cost(b.g, op)
+	}
+	if err := b.g.Validate(); err != nil {
+		return nil, err
+	}
+	return b.g, nil
+}
+
+type builder struct {
+	g      *ops.Graph
+	c      Config
+	types  map[string]quant.Type
+	shapes map[string]WeightShape
+	err    error
+}
+
+// op appends an op that writes a new [rows, cols] value and returns the value id.
+func (b *builder) op(kind ops.Kind, name string, layer int, in []int, rows, cols int, weight string, set func(*ops.Op)) int {
+	g := b.g
+	v := &ops.Value{ID: len(g.Values), Name: name, Rows: rows, Cols: cols}
+	g.Values = append(g.Values, v)
+	o := &ops.Op{ID: len(g.Ops), Kind: kind, Name: name, Layer: layer, In: in, Out: v.ID}
+	if kind == ops.RMSNorm {
+		o.Eps = b.c.Eps
+	}
+	if weight != "" {
+		s, ok := b.shapes[weight]
+		t, tok := b.types[weight]
+		if !ok || !tok {
+			if b.err == nil {
+				b.err = fmt.Errorf("llama: op %s needs tensor %s, which the model lacks", name, weight)
+			}
+		}
+		o.Weight = &ops.Weight{Name: weight, Type: t, Rows: s.Rows, Cols: s.Cols}
+	}
+	if set != nil {
+		set(o)
+	}
+	g.Ops = append(g.Ops, o)
+	return v.ID
+}
+
+// Cost is the work op does in graph g: FLOPs counted as one per add or multiply,
+// bytes as f32 activations, weights at their stored size, and an f32 KV cache.
+func Cost(g *ops.Graph, op *ops.Op) ops.Cost {
+	var c ops.Cost
+	for _, in := range op.In {
+		c.BytesRead += g.Values[in].Bytes()
+	}
+	out := g.Values[op.Out]
+	c.BytesWritten = out.Bytes()
+	n, e := int64(out.Rows), int64(out.Elems())
+	switch op.Kind {
+	case ops.Embed:
+		rb, _ := quant.RowBytes(op.Weight.Type, op.Weight.Cols)
+		c.BytesRead = n * int64(rb)
+		c.FLOPs = e
+	case ops.RMSNorm:
+		c.BytesRead += op.Weight.Bytes()
+		c.FLOPs = 4 * e
+	case ops.MatMul:
+		c.BytesRead += op.Weight.Bytes()
+		c.FLOPs = 2 * e * int64(op.Weight.Cols)
+	case ops.RoPE:
+		c.FLOPs = 3 * e
+	case ops.Attention:
+		a := op.Attn
+		span := int64(g.Past) + n // keys attended by the last token; causal average is about half for prefill
+		avg := int64(g.Past) + (n+1)/2
+		kvRow := int64(a.KVHeads * a.HeadDim)
+		c.BytesRead += 2 * 4 * span * kvRow
+		c.BytesWritten += 2 * 4 * n * kvRow
+		c.FLOPs = n * int64(a.Heads) * avg * (4*int64(a.HeadDim) + 5)
+	case ops.SiLUMul:
+		c.FLOPs = 5 * e
+	case ops.Add:
+		c.FLOPs = e
+	case ops.LastRow:
+		c.BytesRead = out.Bytes()
+	}
+	return c
+}

@@ -1,0 +1,113 @@
+package runtime
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// GenerateOptions configures one generation.
+type GenerateOptions struct {
+	Prompt    string
+	MaxTokens int // tokens to generate at most
+	Sampler   SamplerConfig
+	// KeepLogits keeps the whole vocabulary's logits after the prompt.
+	KeepLogits bool
+	// OnText, if set, receives the generated text as it is produced, in pieces
+	// that are always whole UTF-8 sequences.
+	OnText func(string)
+}
+
+// Timings are the wall-clock costs of a generation.
+type Timings struct {
+	PrefillMs     float64 `json:"prefill_ms"`
+	DecodeMs      float64 `json:"decode_ms"`
+	PrefillTokS   float64 `json:"prefill_tokens_per_s"`
+	DecodeTokS    float64 `json:"decode_tokens_per_s"`
+	DecodedTokens int     `json:"decoded_tokens"`
+}
+
+// Result is what a generation produced.
+type Result struct {
+	PromptTokens []int32
+	Tokens       []int32
+	Text         string
+	FirstLogits  []float32
+	StopReason   string // "eos", "length" or "context"
+	Timings      Timings
+}
+
+// Generate tokenizes the prompt, runs prefill and then decodes until EOS, the
+// token limit or the end of the context.
+func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
+	if o.MaxTokens < 0 {
+		return nil, fmt.Errorf("runtime: -n %d must be >= 0", o.MaxTokens)
+	}
+	s, err := NewSampler(o.Sampler)
+	if err != nil {
+		return nil, err
+	}
+	tok := e.m.Tokenizer
+	prompt := tok.Encode(o.Prompt, true)
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("runtime: the prompt is empty and the model adds no BOS token")
+	}
+	if len(prompt) > e.ctx {
+		return nil, fmt.Errorf("runtime: the prompt is %d tokens, longer than the context of %d tokens (use a larger --ctx or a shorter prompt)", len(prompt), e.ctx)
+	}
+	r := &Result{PromptTokens: prompt, StopReason: "length"}
+	t0 := time.Now()
+	logits, err := e.Prefill(prompt, 0)
+	if err != nil {
+		return nil, err
+	}
+	r.Timings.PrefillMs = ms(time.Since(t0))
+	r.Timings.PrefillTokS = float64(len(prompt)) / time.Since(t0).Seconds()
+	if o.KeepLogits {
+		r.FirstLogits = append([]float32(nil), logits...)
+	}
+	stream := tok.NewStream()
+	var text strings.Builder
+	emit := func(s string) {
+		text.WriteString(s)
+		if o.OnText != nil && s != "" {
+			o.OnText(s)
+		}
+	}
+	history := append([]int32(nil), prompt...)
+	pos := len(prompt)
+	var decodeTime time.Duration
+	for len(r.Tokens) < o.MaxTokens {
+		id := s.Sample(logits, history)
+		if tok.IsEOG(id) {
+			r.StopReason = "eos"
+			break
+		}
+		r.Tokens = append(r.Tokens, id)
+		history = append(history, id)
+		emit(stream.Add(id))
+		if len(r.Tokens) == o.MaxTokens {
+			break
+		}
+		if pos >= e.ctx {
+			r.StopReason = "context"
+			break
+		}
+		t := time.Now()
+		if logits, err = e.Forward([]int32{id}, pos); err != nil {
+			return nil, err
+		}
+		decodeTime += time.Since(t)
+		r.Timings.DecodedTokens++
+		pos++
+	}
+	emit(stream.Flush())
+	r.Text = text.String()
+	r.Timings.DecodeMs = ms(decodeTime)
+	if r.Timings.DecodedTokens > 0 {
+		r.Timings.DecodeTokS = float64(r.Timings.DecodedTokens) / decodeTime.Seconds()
+	}
+	return r, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,147 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+)
+
+// SamplerConfig chooses how the next token is picked from the logits. The
+// stages run in llama.cpp's default order: repeat penalty, top-k, top-p,
+// temperature, then a seeded draw. Temp <= 0 is greedy (argmax).
+type SamplerConfig struct {
+	Temp          float32
+	TopK          int     // 0 keeps all
+	TopP          float32 // 1 keeps all
+	RepeatPenalty float32 // 1 is off
+	RepeatLastN   int     // how many recent tokens the penalty looks at
+	Seed          uint64
+}
+
+// DefaultSampler is llama.cpp's default sampling setup.
+func DefaultSampler() SamplerConfig {
+	return SamplerConfig{Temp: 0.8, TopK: 40, TopP: 0.95, RepeatPenalty: 1, RepeatLastN: 64, Seed: 0}
+}
+
+// Validate checks the ranges of the settings.
+func (c SamplerConfig) Validate() error {
+	switch {
+	case math.IsNaN(float64(c.Temp)) || c.Temp < 0:
+		return fmt.Errorf("sampler: temperature %g must be >= 0", c.Temp)
+	case c.TopK < 0:
+		return fmt.Errorf("sampler: top-k %d must be >= 0", c.TopK)
+	case !(c.TopP > 0 && c.TopP <= 1):
+		return fmt.Errorf("sampler: top-p %g must be in (0, 1]", c.TopP)
+	case !(c.RepeatPenalty > 0):
+		return fmt.Errorf("sampler: repeat penalty %g must be > 0", c.RepeatPenalty)
+	case c.RepeatLastN < 0:
+		return fmt.Errorf("sampler: repeat-last-n %d must be >= 0", c.RepeatLastN)
+	}
+	return nil
+}
+
+// Sampler picks tokens; it is not safe for concurrent use.
+type Sampler struct {
+	cfg  SamplerConfig
+	rng  *rand.Rand
+	cand []candidate
+}
+
+type candidate struct {
+	id    int32
+	logit float32
+	p     float32
+}
+
+// NewSampler returns a sampler for cfg.
+func NewSampler(cfg SamplerConfig) (*Sampler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Sampler{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}, nil
+}
+
+// Greedy returns the index of the largest logit (the lowest index on ties).
+func Greedy(logits []float32) int32 {
+	best := 0
+	for i, l := range logits {
+		if l > logits[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// Sample picks the next token from logits given the tokens so far (for the
+// repeat penalty). It does not modify logits.
+func (s *Sampler) Sample(logits []float32, history []int32) int32 {
+	c := s.cfg
+	s.cand = s.cand[:0]
+	for i, l := range logits {
+		s.cand = append(s.cand, candidate{id: int32(i), logit: l})
+	}
+	if c.RepeatPenalty != 1 && c.RepeatLastN > 0 {
+		seen := map[int32]bool{}
+		for i := max(0, len(history)-c.RepeatLastN); i < len(history); i++ {
+			t := history[i]
+			if t < 0 || int(t) >= len(s.cand) || seen[t] {
+				continue
+			}
+			seen[t] = true
+			if l := s.cand[t].logit; l > 0 {
+				s.cand[t].logit = l / c.RepeatPenalty
+			} else {
+				s.cand[t].logit = l * c.RepeatPenalty
+			}
+		}
+	}
+	if c.Temp <= 0 {
+		best := 0
+		for i := range s.cand {
+			if s.cand[i].logit > s.cand[best].logit {
+				best = i
+			}
+		}
+		return s.cand[best].id
+	}
+	sort.SliceStable(s.cand, func(i, j int) bool { return s.cand[i].logit > s.cand[j].logit })
+	cand := s.cand
+	if c.TopK > 0 && c.TopK < len(cand) {
+		cand = cand[:c.TopK]
+	}
+	softmax(cand, 1)
+	if c.TopP < 1 {
+		var cum float32
+		for i := range cand {
+			cum += cand[i].p
+			if cum >= c.TopP {
+				cand = cand[:i+1]
+				break
+			}
+		}
+	}
+	softmax(cand, c.Temp)
+	r := s.rng.Float32()
+	var cum float32
+	for _, x := range cand {
+		cum += x.p
+		if r < cum {
+			return x.id
+		}
+	}
+	return cand[len(cand)-1].id
+}
+
+// softmax fills p of candidates sorted by descending logit, at temperature t.
+func softmax(cand []candidate, t float32) {
+	var sum float64
+	for i := range cand {
+		e := math.Exp(float64((cand[i].logit - cand[0].logit) / t))
+		cand[i].p = float32(e)
+		sum += e
+	}
+	for i := range cand {
+		cand[i].p = float32(float64(cand[i].p) / sum)
+	}
+}
