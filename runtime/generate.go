@@ -66,7 +66,7 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 	if o.KeepLogits {
 		r.FirstLogits = append([]float32(nil), logits...)
 	}
-	stream := tok.NewStream()
+	stream := tok.NewStream(false)
 	var text strings.Builder
 	emit := func(s string) {
 		text.WriteString(s)

@@ -1,0 +1,93 @@
+// Command hybrid runs Llama-family GGUF models on the devices of this machine.
+//
+//	hybrid run    [--model FILE] [--prompt TEXT] [-n N] [--temp T] ... generate text
+//	hybrid synth  --preset NAME --type TYPE [--seed S] -o FILE      write a synthetic model
+//
+// Run "hybrid CMD -h" for a command's flags.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+type command struct {
+	name, usage string
+	run         func(args []string, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"run", "generate text from a prompt", runCmd},
+	{"synth", "write a synthetic model of a real shape with random weights", synthCmd},
+}
+
+func main() {
+	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Main runs the CLI and returns the process exit code: 0 on success, 1 on any
+// error (printed as one line), 2 on a usage error.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			err := c.run(args[1:], stdout, stderr)
+			switch {
+			case err == nil:
+				return 0
+			case errors.Is(err, flag.ErrHelp):
+				return 0
+			case errors.Is(err, errUsage):
+				return 2
+			default:
+				fmt.Fprintf(stderr, "hybrid %s: %v\n", c.name, err)
+				return 1
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "hybrid: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+var errUsage = errors.New("usage")
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: hybrid COMMAND [flags]\n\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.usage)
+	}
+	fmt.Fprintln(w, "\nRun 'hybrid COMMAND -h' for a command's flags.")
+}
+
+// newFlags returns a flag set that reports errors as usage errors (exit 2).
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("hybrid "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parse parses args and maps flag errors to errUsage; stray arguments are an
+// error too.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return errUsage
+	}
+	return nil
+}

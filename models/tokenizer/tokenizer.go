@@ -1,0 +1,268 @@
+// Package tokenizer implements the Llama SentencePiece (SPM) tokenizer of
+// GGUF files whose tokenizer.ggml.model is "llama", encoding text exactly as
+// llama.cpp does (llm_tokenizer_spm in src/llama-vocab.cpp) and decoding
+// token ids back to text, including a streaming decoder that emits only
+// complete UTF-8.
+//
+// The package does not read GGUF itself: a caller copies the tokenizer.ggml.*
+// metadata into a Vocab (start from NewVocab, which holds llama.cpp's
+// defaults for keys a file leaves out) and passes it to New.
+package tokenizer
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Token types, as stored in tokenizer.ggml.token_type.
+const (
+	TypeUndefined   int32 = 0
+	TypeNormal      int32 = 1
+	TypeUnknown     int32 = 2
+	TypeControl     int32 = 3
+	TypeUserDefined int32 = 4
+	TypeUnused      int32 = 5
+	TypeByte        int32 = 6
+)
+
+// Vocab is the tokenizer metadata of a GGUF file. Token ids are indices into
+// Tokens; an id field is -1 where the model has no such token.
+type Vocab struct {
+	Model  string    // tokenizer.ggml.model; only "llama" is supported
+	Tokens []string  // tokenizer.ggml.tokens
+	Scores []float32 // tokenizer.ggml.scores; nil means all zero
+	Types  []int32   // tokenizer.ggml.token_type; nil means all TypeNormal
+
+	BOS int32 // tokenizer.ggml.bos_token_id
+	EOS int32 // tokenizer.ggml.eos_token_id
+	UNK int32 // tokenizer.ggml.unknown_token_id
+	PAD int32 // tokenizer.ggml.padding_token_id
+	// EOT is tokenizer.ggml.eot_token_id. When -1, New looks for a token
+	// with one of the texts llama.cpp recognises as end-of-turn
+	// ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", ...).
+	EOT int32
+
+	AddBOS         bool // tokenizer.ggml.add_bos_token
+	AddEOS         bool // tokenizer.ggml.add_eos_token
+	AddSpacePrefix bool // tokenizer.ggml.add_space_prefix
+}
+
+// NewVocab returns a Vocab for the given tokenizer model holding llama.cpp's
+// defaults for every optional key, for a GGUF reader to overwrite with the
+// keys the file has. For "llama" these are BOS 1, EOS 2, UNK 0, no PAD or
+// EOT, add BOS, do not add EOS, add a space prefix.
+func NewVocab(model string) Vocab {
+	v := Vocab{Model: model, BOS: -1, EOS: -1, UNK: -1, PAD: -1, EOT: -1}
+	if model == "llama" {
+		v.BOS, v.EOS, v.UNK = 1, 2, 0
+		v.AddBOS, v.AddEOS, v.AddSpacePrefix = true, false, true
+	}
+	return v
+}
+
+// Tokenizer encodes text to token ids and decodes ids to text. It is
+// immutable after New and safe for concurrent use.
+type Tokenizer struct {
+	tokens []string
+	scores []float32
+	types  []int32
+	ids    map[string]int32
+
+	bos, eos, eot, unk, pad int32
+	addBOS, addEOS          bool
+	addSpacePrefix          bool
+
+	// byteToken[b] is the token that stands for byte b in byte fallback,
+	// or -1 when the vocabulary has none.
+	byteToken [256]int32
+	// special lists the control, user-defined and unknown tokens, longest
+	// text first, in the order Encode looks for them in its input.
+	special []int32
+	// pieces[id] is Piece(id), computed once.
+	pieces [][]byte
+}
+
+// eotTexts are the token texts llama.cpp takes for end-of-turn when the file
+// names no EOT token.
+var eotTexts = map[string]bool{
+	"<|eot_id|>": true, "<|im_end|>": true, "<|end|>": true, "<end_of_turn>": true,
+	"<|endoftext|>": true, "<|end_of_text|>": true, "<EOT>": true, "_<EOT>": true,
+	"[EOT]": true, "<｜end▁of▁sentence｜>": true, "<end_of_utterance>": true,
+}
+
+// New builds a Tokenizer from v. It fails if the model is not "llama", if
+// Scores or Types do not match Tokens in length, if a token text repeats,
+// if a special id is out of range or needed but absent, or if some byte
+// has neither a byte token nor an unknown token to fall back on.
+func New(v Vocab) (*Tokenizer, error) {
+	if v.Model != "llama" {
+		return nil, fmt.Errorf("tokenizer: model %q is not supported (only the Llama SentencePiece tokenizer, \"llama\")", v.Model)
+	}
+	n := len(v.Tokens)
+	if n == 0 {
+		return nil, fmt.Errorf("tokenizer: vocabulary is empty")
+	}
+	if n > 1<<31-1 {
+		return nil, fmt.Errorf("tokenizer: vocabulary of %d tokens does not fit int32 ids", n)
+	}
+	if v.Scores != nil && len(v.Scores) != n {
+		return nil, fmt.Errorf("tokenizer: %d scores for %d tokens", len(v.Scores), n)
+	}
+	if v.Types != nil && len(v.Types) != n {
+		return nil, fmt.Errorf("tokenizer: %d token types for %d tokens", len(v.Types), n)
+	}
+
+	t := &Tokenizer{
+		tokens:         make([]string, n),
+		scores:         make([]float32, n),
+		types:          make([]int32, n),
+		ids:            make(map[string]int32, n),
+		bos:            v.BOS,
+		eos:            v.EOS,
+		eot:            v.EOT,
+		unk:            v.UNK,
+		pad:            v.PAD,
+		addBOS:         v.AddBOS,
+		addEOS:         v.AddEOS,
+		addSpacePrefix: v.AddSpacePrefix,
+	}
+	copy(t.scores, v.Scores)
+	for i, text := range v.Tokens {
+		// llama.cpp renames empty tokens so that every text stays unique
+		// and non-empty; the new name is what it then matches and prints.
+		if text == "" {
+			text = fmt.Sprintf("[EMPTY_%d]", i)
+		}
+		if prev, dup := t.ids[text]; dup {
+			return nil, fmt.Errorf("tokenizer: tokens %d and %d have the same text %q", prev, i, text)
+		}
+		t.tokens[i] = text
+		t.ids[text] = int32(i)
+		t.types[i] = TypeNormal
+		if v.Types != nil {
+			t.types[i] = v.Types[i]
+			if t.types[i] < TypeUndefined || t.types[i] > TypeByte {
+				t.types[i] = TypeUndefined
+			}
+		}
+	}
+
+	for _, s := range []struct {
+		name string
+		id   int32
+	}{{"BOS", v.BOS}, {"EOS", v.EOS}, {"EOT", v.EOT}, {"UNK", v.UNK}, {"PAD", v.PAD}} {
+		if s.id < -1 || s.id >= int32(n) {
+			return nil, fmt.Errorf("tokenizer: %s token id %d out of range [0, %d)", s.name, s.id, n)
+		}
+	}
+	if v.AddBOS && v.BOS < 0 {
+		return nil, fmt.Errorf("tokenizer: AddBOS is set but the vocabulary has no BOS token")
+	}
+	if v.AddEOS && v.EOS < 0 {
+		return nil, fmt.Errorf("tokenizer: AddEOS is set but the vocabulary has no EOS token")
+	}
+
+	if t.eot < 0 {
+		t.eot = t.findEOT()
+	}
+
+	for b := range t.byteToken {
+		t.byteToken[b] = t.findByteToken(byte(b))
+		if t.byteToken[b] < 0 && t.unk < 0 {
+			return nil, fmt.Errorf("tokenizer: no token for byte 0x%02X (neither %q nor the byte itself) and no unknown token to fall back on", b, fmt.Sprintf("<0x%02X>", b))
+		}
+	}
+
+	for id, typ := range t.types {
+		if typ == TypeControl || typ == TypeUserDefined || typ == TypeUnknown {
+			t.special = append(t.special, int32(id))
+		}
+	}
+	// llama.cpp sorts by length only; ties fall back to id order here so
+	// that the result does not depend on the sort algorithm.
+	sort.SliceStable(t.special, func(i, j int) bool {
+		return len(t.tokens[t.special[i]]) > len(t.tokens[t.special[j]])
+	})
+
+	t.pieces = make([][]byte, n)
+	for id := range t.pieces {
+		t.pieces[id] = t.piece(int32(id))
+	}
+	return t, nil
+}
+
+// findEOT returns the end-of-turn token found by its text, or -1. Like
+// llama.cpp, which walks its sorted text map, the smallest matching text
+// wins, and a match that is not a control token becomes one.
+func (t *Tokenizer) findEOT() int32 {
+	best := int32(-1)
+	for text := range eotTexts {
+		id, ok := t.ids[text]
+		if ok && (best < 0 || text < t.tokens[best]) {
+			best = id
+		}
+	}
+	if best >= 0 {
+		t.types[best] = TypeControl
+	}
+	return best
+}
+
+// findByteToken returns the token llama.cpp uses for byte b in byte
+// fallback: the token "<0xXX>" (upper-case hex), else a token whose text is
+// the byte itself, else -1.
+func (t *Tokenizer) findByteToken(b byte) int32 {
+	if id, ok := t.ids[fmt.Sprintf("<0x%02X>", b)]; ok {
+		return id
+	}
+	if id, ok := t.ids[string([]byte{b})]; ok {
+		return id
+	}
+	return -1
+}
+
+// VocabSize returns the number of tokens.
+func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
+
+// BOS returns the beginning-of-sequence token id, or -1.
+func (t *Tokenizer) BOS() int32 { return t.bos }
+
+// EOS returns the end-of-sequence token id, or -1.
+func (t *Tokenizer) EOS() int32 { return t.eos }
+
+// EOT returns the end-of-turn token id, or -1.
+func (t *Tokenizer) EOT() int32 { return t.eot }
+
+// IsEOG reports whether id ends generation: the EOS or the EOT token.
+func (t *Tokenizer) IsEOG(id int32) bool {
+	return id >= 0 && (id == t.eos || id == t.eot)
+}
+
+// Token returns the text of token id as stored in the vocabulary (spaces
+// as "▁", byte tokens as "<0xXX>"), or "" if id is out of range.
+func (t *Tokenizer) Token(id int32) string {
+	if id < 0 || int(id) >= len(t.tokens) {
+		return ""
+	}
+	return t.tokens[id]
+}
+
+// Type returns the type of token id (TypeNormal, TypeControl, ...), or
+// TypeUndefined if id is out of range.
+func (t *Tokenizer) Type(id int32) int32 {
+	if id < 0 || int(id) >= len(t.types) {
+		return TypeUndefined
+	}
+	return t.types[id]
+}
+
+// isSpecial reports whether id is a control, user-defined or unknown token:
+// the tokens Encode can cut out of its input and after which it starts a
+// new run of text with a space prefix.
+func (t *Tokenizer) isSpecial(id int32) bool {
+	switch t.Type(id) {
+	case TypeControl, TypeUserDefined, TypeUnknown:
+		return true
+	}
+	return false
+}
