@@ -49,7 +49,8 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 // Quantize encodes the elements of src as type t into dst. len(src) must be a
 // multiple of t's block size and len(dst) exactly RowBytes(t, len(src)). The
 // bytes are those of llama.cpp's reference quantizers (quantize_row_*_ref),
-// which llama-quantize uses when it is given no importance matrix.
+// which llama-quantize uses when it is given no importance matrix; F16 and
+// BF16 round to nearest even as ggml's conversions do.
 func Quantize(t Type, src []float32, dst []byte) error {
 	c, err := check("quantize", t, len(src), len(dst))
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 func dequantizeF32(src []byte, dst []float32) {
 	for i := range dst {
-		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i : 4*i+4]))
 	}
 }
 
@@ -22,7 +22,7 @@ func quantizeF32(src []float32, dst []byte) {
 func dequantizeF16(src []byte, dst []float32) {
 	tab := f16Table()
 	for i := range dst {
-		dst[i] = tab[binary.LittleEndian.Uint16(src[2*i:])]
+		dst[i] = tab[binary.LittleEndian.Uint16(src[2*i:2*i+2])]
 	}
 }
 
@@ -34,7 +34,7 @@ func quantizeF16(src []float32, dst []byte) {
 
 func dequantizeBF16(src []byte, dst []float32) {
 	for i := range dst {
-		dst[i] = BF16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		dst[i] = BF16ToF32(binary.LittleEndian.Uint16(src[2*i : 2*i+2]))
 	}
 }
 

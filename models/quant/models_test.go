@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -88,8 +87,15 @@ func readTinyGGUF(path string) (map[string]tinyTensor, error) {
 	if err := binary.Read(r, binary.LittleEndian, &hdr); err != nil || string(hdr.Magic[:]) != "GGUF" || hdr.Version < 2 {
 		return nil, fmt.Errorf("%s: not a GGUF v2+ file", path)
 	}
-	u32 := func() uint32 { var v uint32; binary.Read(r, binary.LittleEndian, &v); return v }
-	u64 := func() uint64 { var v uint64; binary.Read(r, binary.LittleEndian, &v); return v }
+	// Reads past the end yield zeros; the bounds checks below catch the rest.
+	u32 := func() (v uint32) {
+		binary.Read(r, binary.LittleEndian, &v)
+		return v
+	}
+	u64 := func() (v uint64) {
+		binary.Read(r, binary.LittleEndian, &v)
+		return v
+	}
 	str := func() string {
 		n := u64()
 		if n > uint64(r.Len()) {
@@ -161,5 +167,3 @@ func readTinyGGUF(path string) (map[string]tinyTensor, error) {
 	}
 	return out, nil
 }
-
-var _ = math.Float32bits
