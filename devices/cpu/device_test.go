@@ -1,0 +1,221 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"hybrid/devices"
+	"hybrid/models/quant"
+	"hybrid/ops"
+)
+
+func randVec(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+func run(t *testing.T, d *Device, op *ops.Op, st ops.Step, out int, ins ...[]float32) []float32 {
+	t.Helper()
+	var bufs []devices.Buffer
+	for _, in := range ins {
+		b, _ := d.Alloc(len(in))
+		if err := d.Write(b, in); err != nil {
+			t.Fatal(err)
+		}
+		bufs = append(bufs, b)
+	}
+	ob, _ := d.Alloc(out)
+	if err := d.Run(op, st, bufs, ob); err != nil {
+		t.Fatal(err)
+	}
+	res := make([]float32, out)
+	if err := d.Read(res, ob); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func closeTo(t *testing.T, what string, got []float32, want []float64, tol float64) {
+	t.Helper()
+	for i := range want {
+		if d := math.Abs(float64(got[i]) - want[i]); d > tol*(1+math.Abs(want[i])) || math.IsNaN(float64(got[i])) {
+			t.Fatalf("%s[%d] = %g, want %g (tolerance %g)", what, i, got[i], want[i], tol)
+		}
+	}
+}
+
+// The CPU device is the oracle, so its ops are checked against direct float64
+// transcriptions of their definitions. f32 rounding over at most a few hundred
+// terms stays well under 1e-5 relative.
+const tol = 1e-5
+
+func TestAttentionMatchesDefinition(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	d := New("cpu", 2)
+	defer d.Close()
+	a := ops.AttnParams{Heads: 4, KVHeads: 2, HeadDim: 8, Context: 16}
+	op := &ops.Op{Kind: ops.Attention, Name: "attn", Layer: 0, Attn: a}
+	qw, kw := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	var ks, vs [][]float32
+	// A prefill of 3 tokens, then two decode steps.
+	for _, n := range []int{3, 1, 1} {
+		pos := len(ks)
+		q, k, v := randVec(r, n*qw), randVec(r, n*kw), randVec(r, n*kw)
+		for i := 0; i < n; i++ {
+			ks = append(ks, k[i*kw:(i+1)*kw])
+			vs = append(vs, v[i*kw:(i+1)*kw])
+		}
+		got := run(t, d, op, ops.Step{Tokens: make([]int32, n), Pos: pos}, n*qw, q, k, v)
+		want := make([]float64, n*qw)
+		for i := 0; i < n; i++ {
+			for h := 0; h < a.Heads; h++ {
+				kh := h / (a.Heads / a.KVHeads)
+				span := pos + i + 1
+				s := make([]float64, span)
+				var m float64 = math.Inf(-1)
+				for j := 0; j < span; j++ {
+					for e := 0; e < a.HeadDim; e++ {
+						s[j] += float64(q[i*qw+h*a.HeadDim+e]) * float64(ks[j][kh*a.HeadDim+e])
+					}
+					s[j] /= math.Sqrt(float64(a.HeadDim))
+					m = math.Max(m, s[j])
+				}
+				var sum float64
+				for j := range s {
+					s[j] = math.Exp(s[j] - m)
+					sum += s[j]
+				}
+				for j := range s {
+					for e := 0; e < a.HeadDim; e++ {
+						want[i*qw+h*a.HeadDim+e] += s[j] / sum * float64(vs[j][kh*a.HeadDim+e])
+					}
+				}
+			}
+		}
+		closeTo(t, "attention", got, want, tol)
+	}
+	if err := d.Run(op, ops.Step{Tokens: make([]int32, 20), Pos: 0}, nil, nil); err == nil {
+		t.Fatal("a step past the context was accepted")
+	}
+}
+
+func TestRoPEMatchesDefinition(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	d := New("cpu", 1)
+	defer d.Close()
+	p := ops.RopeParams{HeadDim: 16, Dims: 12, Base: 10000}
+	op := &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: p}
+	n, width, pos := 3, 32, 5
+	x := randVec(r, n*width)
+	got := run(t, d, op, ops.Step{Tokens: make([]int32, n), Pos: pos}, n*width, x)
+	want := make([]float64, len(x))
+	for i := range x {
+		want[i] = float64(x[i])
+	}
+	for row := 0; row < n; row++ {
+		for h := 0; h < width; h += p.HeadDim {
+			for j := 0; j < p.Dims/2; j++ {
+				theta := float64(pos+row) * math.Pow(float64(p.Base), -2*float64(j)/float64(p.Dims))
+				c, s := math.Cos(theta), math.Sin(theta)
+				i := row*width + h + 2*j
+				x0, x1 := float64(x[i]), float64(x[i+1])
+				want[i], want[i+1] = x0*c-x1*s, x0*s+x1*c
+			}
+		}
+	}
+	// θ is stepped by repeated f32 multiplication (as llama.cpp does), which
+	// drifts by a few ulps of θ per pair: 1e-4 covers positions up to ~100.
+	closeTo(t, "rope", got, want, 1e-4)
+}
+
+func TestNormMatMulEmbedAgainstDequantized(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	d := New("cpu", 2)
+	defer d.Close()
+	const rows, cols = 40, 64
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.Q8_0, quant.Q4_0, quant.Q5_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			wf := randVec(r, rows*cols)
+			rb, _ := quant.RowBytes(typ, cols)
+			raw := make([]byte, rb*rows)
+			if err := quant.Quantize(typ, wf, raw); err != nil {
+				t.Fatal(err)
+			}
+			deq := make([]float32, rows*cols)
+			if err := quant.Dequantize(typ, raw, deq); err != nil {
+				t.Fatal(err)
+			}
+			w := &ops.Weight{Name: "w." + typ.String(), Type: typ, Rows: rows, Cols: cols}
+			if err := d.LoadWeight(w, raw); err != nil {
+				t.Fatal(err)
+			}
+			x := randVec(r, 2*cols)
+			got := run(t, d, &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}, ops.Step{Tokens: make([]int32, 2)}, 2*rows, x)
+			want := make([]float64, 2*rows)
+			var scale float64
+			for i := 0; i < 2; i++ {
+				for o := 0; o < rows; o++ {
+					var ab float64
+					for c := 0; c < cols; c++ {
+						want[i*rows+o] += float64(deq[o*cols+c]) * float64(x[i*cols+c])
+						ab += math.Abs(float64(deq[o*cols+c]) * float64(x[i*cols+c]))
+					}
+					scale = math.Max(scale, ab)
+				}
+			}
+			// Quantized types multiply by 8-bit-quantized activations, as
+			// llama.cpp does: error about 1% of Σ|w·x|.
+			lim := 1e-5 * scale
+			if typ != quant.F32 && typ != quant.F16 {
+				lim = 1e-2 * scale
+			}
+			for i := range want {
+				if math.Abs(float64(got[i])-want[i]) > lim {
+					t.Fatalf("row %d: %g, want %g (limit %g)", i, got[i], want[i], lim)
+				}
+			}
+			emb := run(t, d, &ops.Op{Kind: ops.Embed, Name: "embed", Weight: w}, ops.Step{Tokens: []int32{7, 0, 39}}, 3*cols)
+			for i, tok := range []int{7, 0, 39} {
+				for c := 0; c < cols; c++ {
+					if emb[i*cols+c] != deq[tok*cols+c] {
+						t.Fatalf("embedding of token %d differs at %d", tok, c)
+					}
+				}
+			}
+			if err := d.Run(&ops.Op{Kind: ops.Embed, Name: "embed", Weight: w}, ops.Step{Tokens: []int32{rows}}, nil, &Buffer{F: make([]float32, cols)}); err == nil {
+				t.Fatal("a token outside the vocabulary was accepted")
+			}
+		})
+	}
+	nw := &ops.Weight{Name: "norm", Type: quant.F32, Rows: 1, Cols: cols}
+	g := randVec(r, cols)
+	if err := d.LoadWeight(nw, f32bytes(g)); err != nil {
+		t.Fatal(err)
+	}
+	x := randVec(r, 2*cols)
+	got := run(t, d, &ops.Op{Kind: ops.RMSNorm, Name: "norm", Weight: nw, Eps: 1e-5}, ops.Step{Tokens: make([]int32, 2)}, 2*cols, x)
+	want := make([]float64, 2*cols)
+	for i := 0; i < 2; i++ {
+		var ss float64
+		for c := 0; c < cols; c++ {
+			ss += float64(x[i*cols+c]) * float64(x[i*cols+c])
+		}
+		s := 1 / math.Sqrt(ss/cols+1e-5)
+		for c := 0; c < cols; c++ {
+			want[i*cols+c] = float64(x[i*cols+c]) * s * float64(g[c])
+		}
+	}
+	closeTo(t, "rms_norm", got, want, tol)
+}
+
+func f32bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	if err := quant.Quantize(quant.F32, v, b); err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,27 @@
+//go:build amd64 && !purego
+
+package kernels
+
+func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+func xgetbv() (eax uint32)
+
+// hasAVX2 reports whether the CPU and OS support what the assembly kernels
+// use: AVX2 integer ops, FMA, and F16C's half-to-float conversion, with the
+// OS saving the YMM registers.
+var hasAVX2 = func() bool {
+	maxID, _, _, _ := cpuid(0, 0)
+	if maxID < 7 {
+		return false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const fma, osxsave, avx, f16c = 1 << 12, 1 << 27, 1 << 28, 1 << 29
+	if ecx1&(fma|osxsave|avx|f16c) != fma|osxsave|avx|f16c {
+		return false
+	}
+	if xgetbv()&6 != 6 { // XMM and YMM state enabled
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	const avx2 = 1 << 5
+	return ebx7&avx2 != 0
+}()

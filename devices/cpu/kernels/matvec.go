@@ -1,0 +1,202 @@
+package kernels
+
+import (
+	"fmt"
+
+	"hybrid/models/quant"
+)
+
+// kernel is how one weight type is multiplied: how activations are prepared
+// and the row loop that consumes them.
+type kernel struct {
+	// block is the activation block size the kernel's quantized input uses:
+	// 32 or 256, or 0 for the float types, which take x as it is.
+	block int
+	// offsets reports whether the weight type has per-block offsets, whose
+	// products with x need the activation block sums xrow.s.
+	offsets bool
+	// rows sets y[r] = W_r·x for r < len(y), W_r being the stride bytes at
+	// w[r*stride:].
+	rows func(w []byte, stride int, x *xrow, y []float32)
+}
+
+// kernelFor holds the kernel of each supported type; the portable Go ones are
+// installed below and the assembly ones replace them in init where the CPU
+// has the features they need.
+var kernelFor = map[quant.Type]*kernel{
+	quant.F32:  {0, false, rowLoop(dotF32Go)},
+	quant.F16:  {0, false, rowLoop(dotF16Go)},
+	quant.BF16: {0, false, rowLoop(dotBF16Go)},
+	quant.Q4_0: {32, false, rowLoop(dotQ4_0Go)},
+	quant.Q4_1: {32, true, rowLoop(dotQ4_1Go)},
+	quant.Q5_0: {32, false, rowLoop(dotQ5_0Go)},
+	quant.Q5_1: {32, true, rowLoop(dotQ5_1Go)},
+	quant.Q8_0: {32, false, rowLoop(dotQ8_0Go)},
+	quant.Q4_K: {256, false, rowLoop(dotQ4_KGo)},
+	quant.Q5_K: {256, false, rowLoop(dotQ5_KGo)},
+	quant.Q6_K: {256, false, rowLoop(dotQ6_KGo)},
+}
+
+// portable keeps the Go kernels so that tests can compare the assembly ones
+// with them.
+var portable = func() map[quant.Type]kernel {
+	m := map[quant.Type]kernel{}
+	for t, k := range kernelFor {
+		m[t] = *k
+	}
+	return m
+}()
+
+// rowLoop turns a one-row dot product into a row-range kernel.
+func rowLoop(dot func(w []byte, x *xrow) float32) func(w []byte, stride int, x *xrow, y []float32) {
+	return func(w []byte, stride int, x *xrow, y []float32) {
+		for r := range y {
+			y[r] = dot(w[r*stride:(r+1)*stride], x)
+		}
+	}
+}
+
+// MatVec sets y[r] = W[r]·x for the rows×cols weight matrix W of type t stored
+// row after row in w (GGUF's layout of a [cols, rows] tensor). It panics if t
+// is not supported or the lengths do not fit, which are the caller's bugs.
+func MatVec(p *Pool, t quant.Type, w []byte, rows, cols int, x, y []float32) {
+	MatMul(p, t, w, rows, cols, x, 1, y)
+}
+
+// MatMul sets y[i*rows+r] = W[r]·x[i] for the n rows x[i] of the n×cols
+// row-major x, W as in MatVec; y is n×rows row-major. Activations are
+// quantized once, then each worker takes a range of weight rows and, a tile
+// of rows small enough for L1/L2 at a time, multiplies it by all n inputs, so
+// weights are read from memory once whatever n is.
+func MatMul(p *Pool, t quant.Type, w []byte, rows, cols int, x []float32, n int, y []float32) {
+	k := check(t, w, rows, cols, x, n, y)
+	p.matMul(k, w, rows, cols, x, n, y)
+}
+
+// matMul runs kernel k; tests call it directly to compare kernels.
+func (p *Pool) matMul(k *kernel, w []byte, rows, cols int, x []float32, n int, y []float32) {
+	s := &p.scratch
+	xs := s.prepare(p, k, x, n, cols)
+	stride := len(w) / rows
+	s.mm = matTask{k: k, w: w, stride: stride, x: xs, rows: rows, y: y}
+	s.mm.tile = max(1, tileBytes/stride)
+	p.runTask(&s.mm, rows, 1)
+	s.mm = matTask{}
+}
+
+// tileBytes is how many weight bytes MatMul multiplies by all its inputs
+// before moving on: well inside a core's L2, so that the re-reads for the
+// second and later inputs hit cache.
+const tileBytes = 32 << 10
+
+// matTask is MatMul's parallel work over weight rows.
+type matTask struct {
+	k      *kernel
+	w      []byte
+	stride int
+	tile   int
+	x      []xrow
+	rows   int
+	y      []float32
+}
+
+func (m *matTask) run(lo, hi int) {
+	for t := lo; t < hi; t += m.tile {
+		te := min(t+m.tile, hi)
+		w := m.w[t*m.stride : te*m.stride]
+		for i := range m.x {
+			m.k.rows(w, m.stride, &m.x[i], m.y[i*m.rows+t:i*m.rows+te])
+		}
+	}
+}
+
+// scratch is a Pool's reusable space for prepared activations.
+type scratch struct {
+	q  []int8
+	d  []float32
+	s  []float32
+	bs []int16
+	x  []xrow
+	mm matTask
+	qt quantTask
+}
+
+// check validates MatMul's arguments and returns t's kernel.
+func check(t quant.Type, w []byte, rows, cols int, x []float32, n int, y []float32) *kernel {
+	k := kernelFor[t]
+	if k == nil {
+		panic(fmt.Sprintf("kernels: weight type %s is not supported", t))
+	}
+	rb, err := quant.RowBytes(t, cols)
+	if err != nil {
+		panic(fmt.Sprintf("kernels: %v", err))
+	}
+	switch {
+	case rows <= 0 || n <= 0:
+		panic(fmt.Sprintf("kernels: %d×%d weight times %d inputs", rows, cols, n))
+	case len(w) != rows*rb:
+		panic(fmt.Sprintf("kernels: %s weight of %d×%d is %d bytes, not %d", t, rows, cols, len(w), rows*rb))
+	case len(x) != n*cols:
+		panic(fmt.Sprintf("kernels: input has %d values, not %d×%d", len(x), n, cols))
+	case len(y) != n*rows:
+		panic(fmt.Sprintf("kernels: output has %d values, not %d×%d", len(y), n, rows))
+	}
+	return k
+}
+
+// prepare returns the n inputs in the form k consumes, quantizing them into
+// the scratch buffers, over the pool when there are several.
+func (s *scratch) prepare(p *Pool, k *kernel, x []float32, n, cols int) []xrow {
+	if cap(s.x) < n {
+		s.x = make([]xrow, n)
+	}
+	xs := s.x[:n]
+	if k.block == 0 {
+		for i := range xs {
+			xs[i] = xrow{f: x[i*cols : (i+1)*cols]}
+		}
+		return xs
+	}
+	total, blocks := n*cols, n*cols/k.block
+	s.q = grow(s.q, total)
+	s.d = grow(s.d, blocks)
+	s.s = grow(s.s, blocks)
+	s.bs = grow(s.bs, total/16)
+	nb := cols / k.block
+	for i := range xs {
+		xs[i] = xrow{
+			f:  x[i*cols : (i+1)*cols],
+			q:  s.q[i*cols : (i+1)*cols],
+			d:  s.d[i*nb : (i+1)*nb],
+			s:  s.s[i*nb : (i+1)*nb],
+			bs: s.bs[i*cols/16 : (i+1)*cols/16],
+		}
+	}
+	s.qt = quantTask{x: xs, block: k.block}
+	p.runTask(&s.qt, n, 1)
+	s.qt = quantTask{}
+	return xs
+}
+
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
+}
+
+// quantTask quantizes activation rows in parallel.
+type quantTask struct {
+	x     []xrow
+	block int
+}
+
+func (q *quantTask) run(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		if q.block == 32 {
+			quantize32(q.x[i].f, &q.x[i])
+		} else {
+			quantize256(q.x[i].f, &q.x[i])
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package kernels
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Pool is a fixed set of worker goroutines that split index ranges between
+// them. The goroutine that calls Run works too, so a Pool of n threads starts
+// n-1 goroutines. A Pool also owns the scratch space MatVec and MatMul reuse,
+// so it serves one caller at a time.
+type Pool struct {
+	threads int
+	wake    []chan struct{} // one per worker goroutine
+	done    chan struct{}   // the last worker to finish a job sends here
+	closing sync.Once
+
+	// The job in flight; written by Run before waking workers.
+	job     task
+	n       int
+	chunk   int
+	next    atomic.Int64 // next unclaimed index
+	running atomic.Int32 // workers still busy with the job
+
+	fn      funcTask // adapts Run's func to task without allocating
+	scratch scratch
+}
+
+// task is a unit of parallel work over an index range.
+type task interface{ run(lo, hi int) }
+
+type funcTask struct{ f func(lo, hi int) }
+
+func (t *funcTask) run(lo, hi int) { t.f(lo, hi) }
+
+// NewPool starts a pool of threads workers (at least 1).
+func NewPool(threads int) *Pool {
+	threads = max(threads, 1)
+	p := &Pool{threads: threads, done: make(chan struct{}, 1)}
+	p.wake = make([]chan struct{}, threads-1)
+	for i := range p.wake {
+		p.wake[i] = make(chan struct{}, 1)
+		go p.work(p.wake[i])
+	}
+	return p
+}
+
+// Threads is the number of goroutines, the caller's included, that Run uses.
+func (p *Pool) Threads() int { return p.threads }
+
+// Close stops the workers. The pool must not be used afterwards.
+func (p *Pool) Close() {
+	p.closing.Do(func() {
+		for _, c := range p.wake {
+			close(c)
+		}
+	})
+}
+
+// Run calls fn on consecutive chunks covering [0, n), spread over the pool,
+// and returns when all have finished. Chunks are claimed dynamically, so a
+// worker slowed by the OS costs only its current chunk.
+func (p *Pool) Run(n int, fn func(lo, hi int)) {
+	p.fn.f = fn
+	p.runTask(&p.fn, n, 1)
+	p.fn.f = nil
+}
+
+// runTask runs t over [0, n) in chunks whose size is a multiple of align.
+func (p *Pool) runTask(t task, n, align int) {
+	if n <= 0 {
+		return
+	}
+	// About four chunks per thread balances load without much claiming.
+	chunk := (n + 4*p.threads - 1) / (4 * p.threads)
+	chunk = (chunk + align - 1) / align * align
+	workers := min(len(p.wake), (n+chunk-1)/chunk-1)
+	if workers <= 0 {
+		t.run(0, n)
+		return
+	}
+	p.job, p.n, p.chunk = t, n, chunk
+	p.next.Store(0)
+	p.running.Store(int32(workers))
+	for _, c := range p.wake[:workers] {
+		c <- struct{}{}
+	}
+	p.claim()
+	<-p.done
+	p.job = nil
+}
+
+// claim runs chunks of the current job until none are left.
+func (p *Pool) claim() {
+	for {
+		lo := int(p.next.Add(int64(p.chunk))) - p.chunk
+		if lo >= p.n {
+			return
+		}
+		p.job.run(lo, min(lo+p.chunk, p.n))
+	}
+}
+
+func (p *Pool) work(wake chan struct{}) {
+	for range wake {
+		p.claim()
+		if p.running.Add(-1) == 0 {
+			p.done <- struct{}{}
+		}
+	}
+}
