@@ -21,6 +21,7 @@ type command struct {
 
 var commands = []command{
 	{"run", "generate text from a prompt", runCmd},
+	{"bench", "measure prefill and decode speed (llama-bench style)", benchCmd},
 	{"synth", "write a synthetic model of a real shape with random weights", synthCmd},
 }
 

@@ -109,3 +109,50 @@ func BenchmarkAxpy(b *testing.B) {
 		Axpy(0.5, x, y)
 	}
 }
+
+// BenchmarkMatVecCold cycles through 256 MB of 5632×2048 weights, more than
+// the last-level cache holds, as a decode step does with a model's layers: it
+// measures what the kernels reach from DRAM.
+func BenchmarkMatVecCold(b *testing.B) {
+	p := NewPool(2)
+	defer p.Close()
+	sh := shape{5632, 2048}
+	for _, typ := range allTypes {
+		one := benchWeights(typ, sh.rows, sh.cols)
+		ws := make([][]byte, max(2, (256<<20)/len(one)))
+		for i := range ws {
+			ws[i] = append([]byte(nil), one...)
+		}
+		x := randomInput(rand.New(rand.NewPCG(7, 8)), sh.cols)
+		y := make([]float32, sh.rows)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(one)))
+			i := 0
+			for b.Loop() {
+				MatVec(p, typ, ws[i], sh.rows, sh.cols, x, y)
+				i = (i + 1) % len(ws)
+			}
+		})
+	}
+}
+
+// BenchmarkRows runs each kernel on one thread over weights that stay in L2,
+// to see its compute bound apart from memory.
+func BenchmarkRows(b *testing.B) {
+	const rows, cols = 128, 2048
+	p := NewPool(1)
+	defer p.Close()
+	for _, typ := range allTypes {
+		w := benchWeights(typ, rows, cols)
+		x := randomInput(rand.New(rand.NewPCG(7, 8)), cols)
+		y := make([]float32, rows)
+		k := kernelFor[typ]
+		xs := p.scratch.prepare(p, k, x, 1, cols)
+		b.Run(fmt.Sprint(typ), func(b *testing.B) {
+			b.SetBytes(int64(len(w)))
+			for b.Loop() {
+				k.rows(w, len(w)/rows, &xs[0], y)
+			}
+		})
+	}
+}

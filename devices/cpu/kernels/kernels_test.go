@@ -127,7 +127,9 @@ func floatTol(n int) float64 { return float64(n+2) * 0x1p-24 }
 
 type shape struct{ rows, cols int }
 
-var shapes = []shape{{1, 64}, {37, 64}, {5, 256}, {130, 256}, {67, 2048}, {33, 5632}}
+// shapes include odd block counts (32 and 96 columns) for the kernels that
+// take blocks in pairs, and 5632 = 22 super-blocks, TinyLlama's MLP width.
+var shapes = []shape{{3, 32}, {9, 96}, {1, 64}, {37, 64}, {5, 256}, {130, 256}, {67, 2048}, {33, 5632}}
 
 // TestMatVec checks every type's kernel, portable and fast, against the
 // float64 dot of the dequantized weights.

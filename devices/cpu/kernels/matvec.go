@@ -12,9 +12,6 @@ type kernel struct {
 	// block is the activation block size the kernel's quantized input uses:
 	// 32 or 256, or 0 for the float types, which take x as it is.
 	block int
-	// offsets reports whether the weight type has per-block offsets, whose
-	// products with x need the activation block sums xrow.s.
-	offsets bool
 	// rows sets y[r] = W_r·x for r < len(y), W_r being the stride bytes at
 	// w[r*stride:].
 	rows func(w []byte, stride int, x *xrow, y []float32)
@@ -24,17 +21,17 @@ type kernel struct {
 // installed below and the assembly ones replace them in init where the CPU
 // has the features they need.
 var kernelFor = map[quant.Type]*kernel{
-	quant.F32:  {0, false, rowLoop(dotF32Go)},
-	quant.F16:  {0, false, rowLoop(dotF16Go)},
-	quant.BF16: {0, false, rowLoop(dotBF16Go)},
-	quant.Q4_0: {32, false, rowLoop(dotQ4_0Go)},
-	quant.Q4_1: {32, true, rowLoop(dotQ4_1Go)},
-	quant.Q5_0: {32, false, rowLoop(dotQ5_0Go)},
-	quant.Q5_1: {32, true, rowLoop(dotQ5_1Go)},
-	quant.Q8_0: {32, false, rowLoop(dotQ8_0Go)},
-	quant.Q4_K: {256, false, rowLoop(dotQ4_KGo)},
-	quant.Q5_K: {256, false, rowLoop(dotQ5_KGo)},
-	quant.Q6_K: {256, false, rowLoop(dotQ6_KGo)},
+	quant.F32:  {0, rowLoop(dotF32Go)},
+	quant.F16:  {0, rowLoop(dotF16Go)},
+	quant.BF16: {0, rowLoop(dotBF16Go)},
+	quant.Q4_0: {32, rowLoop(dotQ4_0Go)},
+	quant.Q4_1: {32, rowLoop(dotQ4_1Go)},
+	quant.Q5_0: {32, rowLoop(dotQ5_0Go)},
+	quant.Q5_1: {32, rowLoop(dotQ5_1Go)},
+	quant.Q8_0: {32, rowLoop(dotQ8_0Go)},
+	quant.Q4_K: {256, rowLoop(dotQ4_KGo)},
+	quant.Q5_K: {256, rowLoop(dotQ5_KGo)},
+	quant.Q6_K: {256, rowLoop(dotQ6_KGo)},
 }
 
 // portable keeps the Go kernels so that tests can compare the assembly ones

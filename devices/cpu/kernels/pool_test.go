@@ -39,6 +39,19 @@ func TestPoolRun(t *testing.T) {
 	}
 }
 
+// TestPoolRunNoAllocs checks that Run itself does not allocate. (A closure
+// that captures variables is heap-allocated by its caller when it is made, as
+// any func value that escapes is.)
+func TestPoolRunNoAllocs(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	var sink atomic.Int64
+	fn := func(lo, hi int) { sink.Add(int64(hi - lo)) }
+	if a := testing.AllocsPerRun(100, func() { p.Run(100, fn) }); a != 0 {
+		t.Errorf("Run allocates %v times per call", a)
+	}
+}
+
 func BenchmarkPoolRun(b *testing.B) {
 	p := NewPool(2)
 	defer p.Close()

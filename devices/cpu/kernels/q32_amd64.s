@@ -4,12 +4,15 @@
 #include "common_amd64.h"
 
 // Row kernels for the 32-element block types against activations in blocks of
-// 32 int8 with an f32 scale each (quantize32). Per block: widen the weights to
-// 32 signed bytes, multiply them with the activations into int16 pairs
-// (VPMADDUBSW wants one unsigned operand, so the weights' signs are moved onto
-// the activations with VPSIGNB), sum to 8 int32 (VPMADDWD by ones), convert,
-// and multiply-add by d_w*d_x into 8 f32 lanes. A few vector ops per 18..34
-// weight bytes: fast enough that two cores are bound by memory bandwidth.
+// 32 int8 with an f32 scale and scaled sum each (quantize32). Per block: widen
+// the weights to 32 bytes, multiply them with the activations into int16 pairs
+// (VPMADDUBSW), sum to 8 int32 (VPMADDWD by ones), convert, and multiply-add
+// by d_w*d_x into 8 f32 lanes. VPMADDUBSW wants one unsigned operand: signed
+// weights (Q8_0, Q5_0) move their signs onto the activations with VPSIGNB;
+// offset weights (Q4_0's -8, Q4_1's and Q5_1's m) stay unsigned and their
+// offset meets the activations through the block sums. 8 to 15 vector ops per
+// 18..34 weight bytes: Q8_0 is bound by memory bandwidth on two cores, the
+// 4- and 5-bit types by these ops (about 20 GB/s of weights on two cores).
 
 DATA nibbles<>+0(SB)/4, $0x0f0f0f0f
 GLOBL nibbles<>(SB), RODATA|NOPTR, $4
@@ -33,40 +36,101 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $4
 	VBROADCASTSS X4, Y4 \
 	VFMADD231PS  Y4, Y3, Y0
 
-// func q4_0Rows(w *byte, stride, rows int, xq *int8, xd *float32, nb int, y *float32)
-TEXT ·q4_0Rows(SB), NOSPLIT, $0-56
+// Q4_0 takes blocks in pairs to share the float work: the two blocks'
+// nibbles are unpacked into the two 128-bit lanes (low nibbles in one vector,
+// high in another), multiplied as unsigned 0..15 with the matching activation
+// halves, and the pair's 4+4 int32 sums scaled together. The weights' -8
+// offset is applied through the activations' block sums (xs) as -8·Σ d·s.
+
+DATA minus8<>+0(SB)/4, $-8.0
+GLOBL minus8<>(SB), RODATA|NOPTR, $4
+DATA pairlanes<>+0(SB)/8, $0
+DATA pairlanes<>+8(SB)/8, $0
+DATA pairlanes<>+16(SB)/8, $0x0000000100000001
+DATA pairlanes<>+24(SB)/8, $0x0000000100000001
+GLOBL pairlanes<>(SB), RODATA|NOPTR, $32
+
+// func q4_0Rows(w *byte, stride, rows int, xq *int8, xd *float32, xs *float32, nb int, y *float32)
+TEXT ·q4_0Rows(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
 	MOVQ stride+8(FP), R8
 	MOVQ rows+16(FP), R9
 	MOVQ xq+24(FP), R10
 	MOVQ xd+32(FP), R11
-	MOVQ nb+40(FP), R12
-	MOVQ y+48(FP), DI
+	MOVQ nb+48(FP), R12
+	MOVQ y+56(FP), DI
 	VPBROADCASTD nibbles<>(SB), Y15
-	VPBROADCASTD eights<>(SB), Y14
+	VBROADCASTSS minus8<>(SB), Y14
 	VPBROADCASTD ones16<>(SB), Y13
+	VMOVDQU      pairlanes<>(SB), Y11
 
 q40row:
 	MOVQ   SI, BX
 	MOVQ   R10, CX
 	MOVQ   R11, DX
+	MOVQ   xs+40(FP), R14
 	MOVQ   R12, R13
 	VXORPS Y0, Y0, Y0
+	VXORPS Y12, Y12, Y12
+	SHRQ   $1, R13
+	JZ     q40tail
 
-q40block:
-	// Low nibbles are elements 0..15, high nibbles 16..31.
+q40pair:
+	// Nibbles of blocks A (BX) and B (18(BX)): Y1 = [A 0..15 | B 0..15],
+	// Y2 = [A 16..31 | B 16..31], times the same halves of the activations.
 	VMOVDQU     2(BX), X1
-	VPSRLW      $4, X1, X2
-	VINSERTI128 $1, X2, Y1, Y1
+	VINSERTI128 $1, 20(BX), Y1, Y1
+	VPSRLW      $4, Y1, Y2
 	VPAND       Y15, Y1, Y1
-	VPSUBB      Y14, Y1, Y1
-	BLOCKDOT
-	ADDQ        $18, BX
-	ADDQ        $32, CX
-	ADDQ        $4, DX
-	DECQ        R13
-	JNZ         q40block
+	VPAND       Y15, Y2, Y2
+	VMOVDQU     (CX), X3
+	VINSERTI128 $1, 32(CX), Y3, Y3
+	VMOVDQU     16(CX), X4
+	VINSERTI128 $1, 48(CX), Y4, Y4
+	VPMADDUBSW  Y3, Y1, Y1
+	VPMADDUBSW  Y4, Y2, Y2
+	VPADDW      Y2, Y1, Y1     // pairs of 15·127·2, sums < 2^15
+	VPMADDWD    Y13, Y1, Y1
+	VCVTDQ2PS   Y1, Y1
 
+	// [dA, dB] from the two f16s; Y12 += [dA·sA, dB·sB]; Y5 = dA·dxA in
+	// lanes 0..3 and dB·dxB in lanes 4..7.
+	VMOVD       (BX), X5
+	VPINSRW     $1, 18(BX), X5, X5
+	VCVTPH2PS   X5, X5
+	VMOVQ       (R14), X6
+	VFMADD231PS X6, X5, X12
+	VMOVQ       (DX), X6
+	VMULPS      X6, X5, X5
+	VPERMPS     Y5, Y11, Y5
+	VFMADD231PS Y5, Y1, Y0
+
+	ADDQ $36, BX
+	ADDQ $64, CX
+	ADDQ $8, DX
+	ADDQ $8, R14
+	DECQ R13
+	JNZ  q40pair
+
+q40tail:
+	TESTQ $1, R12
+	JZ    q40end
+	VMOVDQU      2(BX), X1
+	VPSRLW       $4, X1, X2
+	VINSERTI128  $1, X2, Y1, Y1
+	VPAND        Y15, Y1, Y1
+	VPMADDUBSW   (CX), Y1, Y1
+	VPMADDWD     Y13, Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VCVTPH2PS    (BX), X5
+	VFMADD231SS  (R14), X5, X12
+	VMULSS       (DX), X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y5, Y1, Y0
+
+q40end:
+	// X12's upper lanes are zero.
+	VFMADD231PS Y14, Y12, Y0
 	HSUM
 	VMOVSS X0, (DI)
 	ADDQ   $4, DI
@@ -109,5 +173,182 @@ q80block:
 	ADDQ   R8, SI
 	DECQ   R9
 	JNZ    q80row
+	VZEROUPPER
+	RET
+
+DATA sixteens<>+0(SB)/4, $0x10101010
+GLOBL sixteens<>(SB), RODATA|NOPTR, $4
+DATA highs<>+0(SB)/4, $0xf0f0f0f0
+GLOBL highs<>(SB), RODATA|NOPTR, $4
+
+// bitbytes and bitmask spread a 32-bit little-endian word over 32 bytes,
+// byte i keeping bit i: VPSHUFB copies byte i/8 of the word to byte i, then
+// each byte is tested against its own bit.
+DATA bitbytes<>+0(SB)/8, $0x0000000000000000
+DATA bitbytes<>+8(SB)/8, $0x0101010101010101
+DATA bitbytes<>+16(SB)/8, $0x0202020202020202
+DATA bitbytes<>+24(SB)/8, $0x0303030303030303
+GLOBL bitbytes<>(SB), RODATA|NOPTR, $32
+DATA bitmask<>+0(SB)/8, $0x8040201008040201
+GLOBL bitmask<>(SB), RODATA|NOPTR, $8
+
+// FIFTHBITS sets Y5 to 0xff in byte i where bit i of the u32 at off(BX) is
+// set, 0 elsewhere. Needs Y11 = bitbytes, Y12 = bitmask.
+#define FIFTHBITS(off) \
+	VPBROADCASTD off(BX), Y5 \
+	VPSHUFB      Y11, Y5, Y5 \
+	VPAND        Y12, Y5, Y5 \
+	VPCMPEQB     Y12, Y5, Y5
+
+// NIBBLES(off) sets Y1 to the 32 nibbles of the 16 bytes at off(BX): low
+// nibbles in bytes 0..15, high nibbles in bytes 16..31. Needs Y15 = 0x0f.
+#define NIBBLES(off) \
+	VMOVDQU     off(BX), X1 \
+	VPSRLW      $4, X1, X2 \
+	VINSERTI128 $1, X2, Y1, Y1 \
+	VPAND       Y15, Y1, Y1
+
+// OFFSETDOT multiplies the 32 unsigned weight bytes in Y1 by the activations
+// at (CX) and adds them into Y0 scaled by d·dx, d the f16 at (BX) and dx the
+// f32 at (DX); adds m·s into X10's lane 0, m the f16 at 2(BX), s the f32 at
+// (R14). For the types with x = q·d + m.
+#define OFFSETDOT \
+	VPMADDUBSW   (CX), Y1, Y3 \
+	VPMADDWD     Y13, Y3, Y3 \
+	VCVTDQ2PS    Y3, Y3 \
+	VCVTPH2PS    (BX), X4 \
+	VMOVSHDUP    X4, X6 \
+	VFMADD231SS  (R14), X6, X10 \
+	VMULSS       (DX), X4, X4 \
+	VBROADCASTSS X4, Y4 \
+	VFMADD231PS  Y4, Y3, Y0
+
+// ROWEND adds X10 to the row's sum and stores it, then steps to the next row.
+#define ROWEND(label) \
+	HSUM \
+	VADDSS X10, X0, X0 \
+	VMOVSS X0, (DI) \
+	ADDQ   $4, DI \
+	ADDQ   R8, SI \
+	DECQ   R9 \
+	JNZ    label
+
+// func q5_0Rows(w *byte, stride, rows int, xq *int8, xd *float32, nb int, y *float32)
+TEXT ·q5_0Rows(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), R8
+	MOVQ rows+16(FP), R9
+	MOVQ xq+24(FP), R10
+	MOVQ xd+32(FP), R11
+	MOVQ nb+40(FP), R12
+	MOVQ y+48(FP), DI
+	VPBROADCASTD nibbles<>(SB), Y15
+	VPBROADCASTD highs<>(SB), Y14
+	VPBROADCASTD ones16<>(SB), Y13
+	VPBROADCASTQ bitmask<>(SB), Y12
+	VMOVDQU      bitbytes<>(SB), Y11
+
+q50row:
+	MOVQ   SI, BX
+	MOVQ   R10, CX
+	MOVQ   R11, DX
+	MOVQ   R12, R13
+	VXORPS Y0, Y0, Y0
+
+q50block:
+	// q-16 as int8 is the nibble with 0xf0 ORed in where the fifth bit is 0.
+	NIBBLES(6)
+	FIFTHBITS(2)
+	VPANDN Y14, Y5, Y5
+	VPOR   Y5, Y1, Y1
+	BLOCKDOT
+	ADDQ   $22, BX
+	ADDQ   $32, CX
+	ADDQ   $4, DX
+	DECQ   R13
+	JNZ    q50block
+
+	HSUM
+	VMOVSS X0, (DI)
+	ADDQ   $4, DI
+	ADDQ   R8, SI
+	DECQ   R9
+	JNZ    q50row
+	VZEROUPPER
+	RET
+
+// func q4_1Rows(w *byte, stride, rows int, xq *int8, xd *float32, xs *float32, nb int, y *float32)
+TEXT ·q4_1Rows(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), R8
+	MOVQ rows+16(FP), R9
+	MOVQ xq+24(FP), R10
+	MOVQ xd+32(FP), R11
+	MOVQ nb+48(FP), R12
+	MOVQ y+56(FP), DI
+	VPBROADCASTD nibbles<>(SB), Y15
+	VPBROADCASTD ones16<>(SB), Y13
+
+q41row:
+	MOVQ   SI, BX
+	MOVQ   R10, CX
+	MOVQ   R11, DX
+	MOVQ   xs+40(FP), R14
+	MOVQ   R12, R13
+	VXORPS Y0, Y0, Y0
+	VXORPS X10, X10, X10
+
+q41block:
+	NIBBLES(4)
+	OFFSETDOT
+	ADDQ $20, BX
+	ADDQ $32, CX
+	ADDQ $4, DX
+	ADDQ $4, R14
+	DECQ R13
+	JNZ  q41block
+
+	ROWEND(q41row)
+	VZEROUPPER
+	RET
+
+// func q5_1Rows(w *byte, stride, rows int, xq *int8, xd *float32, xs *float32, nb int, y *float32)
+TEXT ·q5_1Rows(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), R8
+	MOVQ rows+16(FP), R9
+	MOVQ xq+24(FP), R10
+	MOVQ xd+32(FP), R11
+	MOVQ nb+48(FP), R12
+	MOVQ y+56(FP), DI
+	VPBROADCASTD nibbles<>(SB), Y15
+	VPBROADCASTD sixteens<>(SB), Y14
+	VPBROADCASTD ones16<>(SB), Y13
+	VPBROADCASTQ bitmask<>(SB), Y12
+	VMOVDQU      bitbytes<>(SB), Y11
+
+q51row:
+	MOVQ   SI, BX
+	MOVQ   R10, CX
+	MOVQ   R11, DX
+	MOVQ   xs+40(FP), R14
+	MOVQ   R12, R13
+	VXORPS Y0, Y0, Y0
+	VXORPS X10, X10, X10
+
+q51block:
+	NIBBLES(8)
+	FIFTHBITS(4)
+	VPAND Y14, Y5, Y5
+	VPOR  Y5, Y1, Y1
+	OFFSETDOT
+	ADDQ  $24, BX
+	ADDQ  $32, CX
+	ADDQ  $4, DX
+	ADDQ  $4, R14
+	DECQ  R13
+	JNZ   q51block
+
+	ROWEND(q51row)
 	VZEROUPPER
 	RET

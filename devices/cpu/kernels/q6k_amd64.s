@@ -90,8 +90,7 @@ row:
 
 block:
 	// d*dx broadcast in Y10.
-	MOVWLZX      208(BX), AX
-	MOVQ         AX, X10
+	VPBROADCASTW 208(BX), X10
 	VCVTPH2PS    X10, X10
 	VMULSS       (DX), X10, X10
 	VBROADCASTSS X10, Y10

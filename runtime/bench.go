@@ -1,0 +1,85 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// BenchResult is one llama-bench-style measurement: a prefill of PromptTokens
+// random tokens and a decode of GenTokens tokens, each timed over Reps runs.
+type BenchResult struct {
+	PromptTokens int       `json:"n_prompt"`
+	GenTokens    int       `json:"n_gen"`
+	Reps         int       `json:"reps"`
+	PrefillTokS  []float64 `json:"prefill_tokens_per_s"`
+	DecodeTokS   []float64 `json:"decode_tokens_per_s"`
+}
+
+// Bench measures prefill and decode speed the way llama.cpp's llama-bench does:
+// random tokens (no tokenizer, no sampling cost), a fresh context per run, the
+// prefill and the decode timed separately, decode starting from an empty cache.
+func (e *Executor) Bench(nPrompt, nGen, reps int, seed uint64) (*BenchResult, error) {
+	if nPrompt < 0 || nGen < 0 || reps <= 0 {
+		return nil, fmt.Errorf("runtime: bench needs n-prompt >= 0, n-gen >= 0 and reps > 0")
+	}
+	if max(nPrompt, nGen) > e.ctx {
+		return nil, fmt.Errorf("runtime: bench of %d/%d tokens does not fit the context of %d", nPrompt, nGen, e.ctx)
+	}
+	r := rand.New(rand.NewPCG(seed, 1))
+	vocab := e.m.Config.Vocab
+	toks := func(n int) []int32 {
+		t := make([]int32, n)
+		for i := range t {
+			t[i] = int32(r.IntN(vocab))
+		}
+		return t
+	}
+	res := &BenchResult{PromptTokens: nPrompt, GenTokens: nGen, Reps: reps}
+	// One untimed warm-up of each kind, as llama-bench does.
+	if _, err := e.Forward(toks(1), 0); err != nil {
+		return nil, err
+	}
+	for i := 0; i < reps; i++ {
+		if nPrompt > 0 {
+			p := toks(nPrompt)
+			t := time.Now()
+			if _, err := e.Prefill(p, 0); err != nil {
+				return nil, err
+			}
+			res.PrefillTokS = append(res.PrefillTokS, float64(nPrompt)/time.Since(t).Seconds())
+		}
+		if nGen > 0 {
+			tok := toks(1)
+			t := time.Now()
+			for pos := 0; pos < nGen; pos++ {
+				logits, err := e.Forward(tok, pos)
+				if err != nil {
+					return nil, err
+				}
+				tok[0] = Greedy(logits)
+			}
+			res.DecodeTokS = append(res.DecodeTokS, float64(nGen)/time.Since(t).Seconds())
+		}
+	}
+	return res, nil
+}
+
+// MeanStd is the mean and sample standard deviation of xs.
+func MeanStd(xs []float64) (mean, sd float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	if len(xs) > 1 {
+		for _, x := range xs {
+			sd += (x - mean) * (x - mean)
+		}
+		sd = math.Sqrt(sd / float64(len(xs)-1))
+	}
+	return mean, sd
+}
