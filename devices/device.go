@@ -26,6 +26,10 @@ type Device interface {
 	LoadWeight(w *ops.Weight, data []byte) error
 	// Alloc returns an f32 buffer of n elements.
 	Alloc(n int) (Buffer, error)
+	// View returns a buffer of the first n elements of b that shares b's
+	// memory, so that buffers can be reused by values of different sizes and
+	// every op sees its values at their exact length.
+	View(b Buffer, n int) (Buffer, error)
 	// Run executes op for step st, reading in (one buffer per op input) and
 	// writing out.
 	Run(op *ops.Op, st ops.Step, in []Buffer, out Buffer) error

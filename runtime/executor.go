@@ -138,7 +138,9 @@ func (e *Executor) compile(n int) (*compiled, error) {
 		}
 	}
 	for v, s := range slots {
-		c.bufs[v] = pool[s]
+		if c.bufs[v], err = e.dev.View(pool[s], g.Values[v].Elems()); err != nil {
+			return nil, fmt.Errorf("runtime: %s: %w", e.dev.Name(), err)
+		}
 	}
 	for _, op := range g.Ops {
 		for _, in := range op.In {

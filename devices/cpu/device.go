@@ -34,9 +34,11 @@ type weight struct {
 	f32 []float32
 }
 
-// kvCache holds one layer's keys and values, f32, ctx positions × kvDim.
+// kvCache holds one layer's keys and values as binary16, ctx positions ×
+// kvDim, as llama.cpp's default f16 cache does: half the memory of f32, and
+// the same rounding.
 type kvCache struct {
-	k, v []float32
+	k, v []uint16
 	dim  int
 }
 
@@ -122,6 +124,18 @@ func (d *Device) Alloc(n int) (devices.Buffer, error) {
 	return &Buffer{F: make([]float32, n)}, nil
 }
 
+// View implements devices.Device.
+func (d *Device) View(b devices.Buffer, n int) (devices.Buffer, error) {
+	cb, err := d.buf(b)
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 || n > len(cb.F) {
+		return nil, fmt.Errorf("cpu: view of %d elements of a buffer of %d", n, len(cb.F))
+	}
+	return &Buffer{F: cb.F[:n:n]}, nil
+}
+
 // Write implements devices.Device.
 func (d *Device) Write(dst devices.Buffer, src []float32) error {
 	b, err := d.buf(dst)
@@ -183,8 +197,11 @@ func (d *Device) cache(layer int, a ops.AttnParams) *kvCache {
 	c := d.kv[layer]
 	dim := a.KVHeads * a.HeadDim
 	if c == nil || len(c.k) < a.Context*dim || c.dim != dim {
-		c = &kvCache{k: make([]float32, a.Context*dim), v: make([]float32, a.Context*dim), dim: dim}
-		d.mem += 8 * int64(a.Context*dim)
+		if old := d.kv[layer]; old != nil {
+			d.mem -= 4 * int64(len(old.k))
+		}
+		c = &kvCache{k: make([]uint16, a.Context*dim), v: make([]uint16, a.Context*dim), dim: dim}
+		d.mem += 4 * int64(a.Context*dim)
 		d.kv[layer] = c
 	}
 	return c

@@ -84,13 +84,18 @@ func (d *Device) embed(op *ops.Op, w *weight, st ops.Step, out []float32) error 
 }
 
 // rmsNorm normalises each row of x by its root mean square (plus eps) and
-// multiplies by w, in that order, as llama.cpp's rms_norm followed by mul does.
+// multiplies by w, with ggml's arithmetic: the squares are rounded to f32 and
+// summed in float64, the mean and scale are f32, and y = (x·scale)·w.
 func rmsNorm(x, w []float32, eps float32, out []float32) {
 	d := len(w)
 	for r := 0; r+d <= len(x); r += d {
 		row := x[r : r+d]
-		ss := kernels.Dot(row, row)
-		scale := float32(1 / math.Sqrt(float64(ss/float32(d)+eps)))
+		var sum float64
+		for _, v := range row {
+			sum += float64(v * v)
+		}
+		mean := float32(sum / float64(d))
+		scale := 1 / float32(math.Sqrt(float64(mean+eps)))
 		o := out[r : r+d]
 		for i, v := range row {
 			o[i] = (v * scale) * w[i]
@@ -126,9 +131,78 @@ func rope(x []float32, rows int, p ops.RopeParams, pos int) {
 	}
 }
 
-// siluMul computes silu(g)·u element-wise, silu(x) = x/(1+e^-x).
+// siluMul sets out = silu(g)·u with ggml's arithmetic (ggml_vec_swiglu_f32):
+// whole vectors use its vectorised expf approximation, the tail
+// libm's expf, so that results agree with llama.cpp to the last bit rather
+// than within an ulp (an ulp here can flip a later rounding to f16 or to
+// 8-bit blocks).
 func siluMul(g, u, out []float32) {
-	for i, x := range g {
+	lanes, vexp := 8, vexpf256
+	if kernels.HasAVX512() {
+		lanes, vexp = 16, vexpf512
+	}
+	n := len(g) - len(g)%lanes
+	for i, x := range g[:n] {
+		out[i] = x / (1 + vexp(-x)) * u[i]
+	}
+	for i := n; i < len(g); i++ {
+		x := g[i]
 		out[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
 	}
 }
+
+// fma32 is a float32 fused multiply-add.
+func fma32(a, b, c float32) float32 {
+	return float32(math.FMA(float64(a), float64(b), float64(c)))
+}
+
+// The llama.cpp we match is the one built natively for this CPU: its AVX-512
+// and AVX2 builds approximate expf differently (HasAVX512 picks; 16 or 8
+// lanes).
+
+// vexpf512 is ggml_v_expf of the AVX-512 build, one lane.
+func vexpf512(x float32) float32 {
+	const r = 0x1.8p23
+	z := fma32(x, 0x1.715476p+0, r)
+	n := z - r
+	b := fma32(-n, 0x1.7f7d1cp-20, fma32(-n, 0x1.62e4p-1, x))
+	u := b * b
+	j := fma32(fma32(fma32(0x1.0e4020p-7, b, 0x1.573e2ep-5), u, fma32(0x1.555e66p-3, b, 0x1.fffdb6p-2)), u, fma32(0x1.ffffecp-1, b, 1))
+	if abs32(n) > 192 {
+		if n <= 0 {
+			return 0
+		}
+		return float32(math.Inf(1))
+	}
+	return float32(math.Ldexp(float64(j), int(n)))
+}
+
+// vexpf256 is ggml_v_expf of the AVX2 build, one lane: Arm's
+// optimized-routines expf (max error 1.45 ulp), with its special cases for
+// |n| > 126.
+func vexpf256(x float32) float32 {
+	const r = 0x1.8p23
+	z := fma32(x, 0x1.715476p+0, r)
+	n := z - r
+	b := fma32(-n, 0x1.7f7d1cp-20, fma32(-n, 0x1.62e4p-1, x))
+	e := math.Float32bits(z) << 23
+	k := math.Float32frombits(e + math.Float32bits(1))
+	u := b * b
+	j := fma32(fma32(fma32(0x1.0e4020p-7, b, 0x1.573e2ep-5), u, fma32(0x1.555e66p-3, b, 0x1.fffdb6p-2)), u, 0x1.ffffecp-1*b)
+	an := abs32(n)
+	if !(an > 126) {
+		return fma32(j, k, k)
+	}
+	var g uint32
+	if n <= 0 {
+		g = 0x82000000
+	}
+	s1 := math.Float32frombits(g + 0x7f000000)
+	s2 := math.Float32frombits(e - g)
+	if an > 192 {
+		return s1 * s1
+	}
+	return fma32(s2, j, s2) * s1
+}
+
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }

@@ -4,7 +4,7 @@
 // token ids back to text, including a streaming decoder that emits only
 // complete UTF-8.
 //
-// The package does not read GGUF itself: a caller copies the tokenizer.ggml.*
+// FromGGUF builds a Tokenizer from a GGUF file; other callers copy the tokenizer.ggml.*
 // metadata into a Vocab (start from NewVocab, which holds llama.cpp's
 // defaults for keys a file leaves out) and passes it to New.
 package tokenizer

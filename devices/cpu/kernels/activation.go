@@ -1,6 +1,10 @@
 package kernels
 
-import "math"
+import (
+	"math"
+
+	"hybrid/models/quant"
+)
 
 // xrow is one activation row prepared for a weight type's kernel. Which fields
 // are set depends on the type: f for the float types; q and d (blocks of 32)
@@ -19,55 +23,74 @@ func roundInt(f float32) int32 {
 	return int32(math.Float32bits(f+12582912)&0x7fffff) - 0x400000
 }
 
-// blockScale returns d = max|x|/127 and its inverse (0 for an all-zero block),
-// so that x/d rounds into [-127, 127]. -128 is never produced: the assembly
-// kernels flip activation signs and -128 has no positive counterpart.
-func blockScale(x []float32) (d, id float32) {
-	var amax float32
-	for _, v := range x {
-		amax = max(amax, abs32(v))
-	}
-	if amax == 0 {
-		return 0, 0
-	}
-	d = amax / 127
-	return d, 1 / d
-}
-
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
-// quantize32 fills r.q, r.d and r.s from x in blocks of 32 (Q8_1-like: f32
-// scale and, for the weight types with an offset, d times the block's sum).
-func quantize32(x []float32, r *xrow) {
+// quantize32 fills r.q, r.d and r.s from x in blocks of 32 exactly as ggml's
+// quantize_row_q8_0 and quantize_row_q8_1 do on x86, so that the dot products
+// equal llama.cpp's: d = max|x|/127 is stored as binary16 (r.d holds the
+// rounded value the dot uses), q = x·(127/max|x|) rounded to nearest even,
+// and s is the rounded d times Σq (exact in f32), for Q4_0's offset, or with
+// q81 (Q4_1 and Q5_1 weights) ggml's Q8_1 sum: the unrounded d times Σq,
+// rounded to binary16.
+// q stays in [-127, 127]: the assembly kernels flip activation signs, and
+// -128 has no positive counterpart.
+func quantize32(x []float32, r *xrow, q81 bool) {
 	for b := range len(x) / 32 {
 		xb, qb := x[32*b:32*b+32], r.q[32*b:32*b+32]
-		d, id := blockScale(xb)
+		var amax float32
+		for _, v := range xb {
+			amax = max(amax, abs32(v))
+		}
+		d := amax / 127
+		var id float32
+		if amax != 0 {
+			id = 127 / amax
+		}
 		var sum int32
 		for i, v := range xb {
 			q := roundInt(v * id)
 			qb[i] = int8(q)
 			sum += q
 		}
-		r.d[b] = d
-		r.s[b] = d * float32(sum)
+		r.d[b] = quant.F16ToF32(quant.F32ToF16(d))
+		if q81 {
+			r.s[b] = quant.F16ToF32(quant.F32ToF16(d * float32(sum)))
+		} else {
+			r.s[b] = r.d[b] * float32(sum)
+		}
 	}
 }
 
-// quantize256 fills r.q, r.d and r.bs from x in blocks of 256 (Q8_K-like: one
-// f32 scale per block and the sum of every 16 quantized values).
+// quantize256 fills r.q, r.d and r.bs from x in blocks of 256 exactly as
+// ggml's quantize_row_q8_K does: the scale comes from the value of largest
+// magnitude (the first, on a tie) with its sign, iscale = -127/max, q =
+// min(127, iscale·x rounded to nearest even), d = 1/iscale in f32, and the
+// sum of every 16 q.
 func quantize256(x []float32, r *xrow) {
 	for b := range len(x) / 256 {
 		xb, qb := x[256*b:256*b+256], r.q[256*b:256*b+256]
-		d, id := blockScale(xb)
+		var amax, mx float32
+		for _, v := range xb {
+			if a := abs32(v); a > amax {
+				amax, mx = a, v
+			}
+		}
+		if amax == 0 {
+			clear(qb)
+			clear(r.bs[16*b : 16*b+16])
+			r.d[b] = 0
+			continue
+		}
+		iscale := -127 / mx
 		for g := range 16 {
 			var sum int32
 			for i, v := range xb[16*g : 16*g+16] {
-				q := roundInt(v * id)
+				q := min(127, roundInt(iscale*v))
 				qb[16*g+i] = int8(q)
 				sum += q
 			}
 			r.bs[16*b+g] = int16(sum)
 		}
-		r.d[b] = d
+		r.d[b] = 1 / iscale
 	}
 }

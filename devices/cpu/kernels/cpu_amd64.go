@@ -25,3 +25,20 @@ var hasAVX2 = func() bool {
 	const avx2 = 1 << 5
 	return ebx7&avx2 != 0
 }()
+
+// hasAVX512 reports AVX-512 F and DQ with the OS saving ZMM state.
+var hasAVX512 = func() bool {
+	if !hasAVX2 {
+		return false
+	}
+	if xgetbv()&0xe6 != 0xe6 {
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	const f, dq = 1 << 16, 1 << 17
+	return ebx7&(f|dq) == f|dq
+}()
+
+// HasAVX512 reports whether this CPU has AVX-512 F and DQ, which decides
+// which of llama.cpp's vector code paths a native build of it takes.
+func HasAVX512() bool { return hasAVX512 }

@@ -111,3 +111,37 @@ func axpyAVX2(a float32, x, y []float32) {
 	_ = y[len(x)-1]
 	axpyF32(a, &x[0], &y[0], len(x))
 }
+
+//go:noescape
+func madF16AVX2(y, x *uint16, v float32, n int)
+
+//go:noescape
+func scaleF16AVX2(y *uint16, v float32, n int)
+
+func init() {
+	if !hasAVX2 {
+		return
+	}
+	dotF16v = func(k []uint16, x []float32) float32 {
+		if len(k) == 0 {
+			return 0
+		}
+		_ = x[len(k)-1]
+		return dotF16((*byte)(unsafe.Pointer(&k[0])), &x[0], len(k))
+	}
+	madF16 = func(y, x []uint16, v float32) {
+		n := len(y) &^ 7
+		if n > 0 {
+			_ = x[len(y)-1]
+			madF16AVX2(&y[0], &x[0], v, n)
+		}
+		madF16Go(y[n:], x[n:len(y)], v)
+	}
+	scaleF16 = func(y []uint16, v float32) {
+		n := len(y) &^ 7
+		if n > 0 {
+			scaleF16AVX2(&y[0], v, n)
+		}
+		scaleF16Go(y[n:], v)
+	}
+}

@@ -93,6 +93,14 @@ func reference(t *testing.T, typ quant.Type, w []byte, rows, cols int, x []float
 	// Quantizing x to d*q with d = max|x in block|/127 moves each x_i by at
 	// most d/2 (plus the rounding of x_i/d, far below 1e-3 of that).
 	half := make([]float64, cols)
+	if k := kernelFor[typ]; k.round != nil {
+		// F16 and BF16 round the activations to their own precision first,
+		// exactly: the reference does the same.
+		x = append([]float32(nil), x...)
+		for i, v := range x {
+			x[i] = k.round(v)
+		}
+	}
 	if block > 0 {
 		for b := 0; b < cols; b += block {
 			var amax float64
@@ -100,7 +108,9 @@ func reference(t *testing.T, typ quant.Type, w []byte, rows, cols int, x []float
 				amax = math.Max(amax, math.Abs(float64(v)))
 			}
 			for i := b; i < b+block; i++ {
-				half[i] = amax / 127 / 2 * 1.001
+				// Half a step, plus the scale's rounding to binary16
+				// (2^-11 relative) times the largest |q| of 127.
+				half[i] = amax / 127 * (0.5 + 127*0x1p-11) * 1.001
 			}
 		}
 	}

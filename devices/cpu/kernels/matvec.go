@@ -15,24 +15,34 @@ type kernel struct {
 	// rows sets y[r] = W_r·x for r < len(y), W_r being the stride bytes at
 	// w[r*stride:].
 	rows func(w []byte, stride int, x *xrow, y []float32)
+	// round, for F16 and BF16, rounds each activation to the weight's
+	// precision first, as llama.cpp converts activations to the weight's
+	// vec_dot type before it multiplies.
+	round func(float32) float32
+	// q81: the activations are ggml's Q8_1 (Q4_1 and Q5_1 weights), whose
+	// block sum is stored rounded to binary16; otherwise xrow.s is exact.
+	q81 bool
 }
 
 // kernelFor holds the kernel of each supported type; the portable Go ones are
 // installed below and the assembly ones replace them in init where the CPU
 // has the features they need.
 var kernelFor = map[quant.Type]*kernel{
-	quant.F32:  {0, rowLoop(dotF32Go)},
-	quant.F16:  {0, rowLoop(dotF16Go)},
-	quant.BF16: {0, rowLoop(dotBF16Go)},
-	quant.Q4_0: {32, rowLoop(dotQ4_0Go)},
-	quant.Q4_1: {32, rowLoop(dotQ4_1Go)},
-	quant.Q5_0: {32, rowLoop(dotQ5_0Go)},
-	quant.Q5_1: {32, rowLoop(dotQ5_1Go)},
-	quant.Q8_0: {32, rowLoop(dotQ8_0Go)},
-	quant.Q4_K: {256, rowLoop(dotQ4_KGo)},
-	quant.Q5_K: {256, rowLoop(dotQ5_KGo)},
-	quant.Q6_K: {256, rowLoop(dotQ6_KGo)},
+	quant.F32:  {0, rowLoop(dotF32Go), nil, false},
+	quant.F16:  {0, rowLoop(dotF16Go), roundF16, false},
+	quant.BF16: {0, rowLoop(dotBF16Go), roundBF16, false},
+	quant.Q4_0: {32, rowLoop(dotQ4_0Go), nil, false},
+	quant.Q4_1: {32, rowLoop(dotQ4_1Go), nil, true},
+	quant.Q5_0: {32, rowLoop(dotQ5_0Go), nil, false},
+	quant.Q5_1: {32, rowLoop(dotQ5_1Go), nil, true},
+	quant.Q8_0: {32, rowLoop(dotQ8_0Go), nil, false},
+	quant.Q4_K: {256, rowLoop(dotQ4_KGo), nil, false},
+	quant.Q5_K: {256, rowLoop(dotQ5_KGo), nil, false},
+	quant.Q6_K: {256, rowLoop(dotQ6_KGo), nil, false},
 }
+
+func roundF16(x float32) float32  { return quant.F16ToF32(quant.F32ToF16(x)) }
+func roundBF16(x float32) float32 { return quant.BF16ToF32(quant.F32ToBF16(x)) }
 
 // portable keeps the Go kernels so that tests can compare the assembly ones
 // with them.
@@ -109,6 +119,7 @@ func (m *matTask) run(lo, hi int) {
 
 // scratch is a Pool's reusable space for prepared activations.
 type scratch struct {
+	f  []float32
 	q  []int8
 	d  []float32
 	s  []float32
@@ -149,6 +160,13 @@ func (s *scratch) prepare(p *Pool, k *kernel, x []float32, n, cols int) []xrow {
 	}
 	xs := s.x[:n]
 	if k.block == 0 {
+		if k.round != nil {
+			s.f = grow(s.f, len(x))
+			for i, v := range x {
+				s.f[i] = k.round(v)
+			}
+			x = s.f
+		}
 		for i := range xs {
 			xs[i] = xrow{f: x[i*cols : (i+1)*cols]}
 		}
@@ -169,7 +187,7 @@ func (s *scratch) prepare(p *Pool, k *kernel, x []float32, n, cols int) []xrow {
 			bs: s.bs[i*cols/16 : (i+1)*cols/16],
 		}
 	}
-	s.qt = quantTask{x: xs, block: k.block}
+	s.qt = quantTask{x: xs, block: k.block, q81: k.q81}
 	p.runTask(&s.qt, n, 1)
 	s.qt = quantTask{}
 	return xs
@@ -186,12 +204,13 @@ func grow[T any](b []T, n int) []T {
 type quantTask struct {
 	x     []xrow
 	block int
+	q81   bool
 }
 
 func (q *quantTask) run(lo, hi int) {
 	for i := lo; i < hi; i++ {
 		if q.block == 32 {
-			quantize32(q.x[i].f, &q.x[i])
+			quantize32(q.x[i].f, &q.x[i], q.q81)
 		} else {
 			quantize256(q.x[i].f, &q.x[i])
 		}

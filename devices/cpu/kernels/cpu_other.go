@@ -1,0 +1,7 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// HasAVX512 reports whether this CPU has AVX-512 F and DQ; never, off amd64
+// or under purego.
+func HasAVX512() bool { return false }

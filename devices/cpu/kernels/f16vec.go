@@ -1,0 +1,68 @@
+package kernels
+
+import (
+	"math"
+
+	"hybrid/models/quant"
+)
+
+// The f16 vector primitives of attention over an f16 KV cache, with
+// llama.cpp's rounding: every result is rounded to nearest-even binary16, as
+// its flash-attention kernel rounds its f16 accumulator after each step.
+
+// ToF16 converts src to binary16 in dst[:len(src)].
+func ToF16(dst []uint16, src []float32) {
+	_ = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = quant.F32ToF16(v)
+	}
+}
+
+// DotF16 returns the dot product of the f16 vector k and the f32 vector
+// x[:len(k)], accumulated in f32.
+func DotF16(k []uint16, x []float32) float32 { return dotF16v(k, x) }
+
+// MadF16 sets y[i] = f16(y[i] + x[i]·v) for i < len(y), the multiply-add
+// fused.
+func MadF16(y, x []uint16, v float32) { madF16(y, x, v) }
+
+// ScaleF16 sets y[i] = f16(y[i]·v).
+func ScaleF16(y []uint16, v float32) { scaleF16(y, v) }
+
+var (
+	dotF16v  = dotF16vGo
+	madF16   = madF16Go
+	scaleF16 = scaleF16Go
+)
+
+func dotF16vGo(k []uint16, x []float32) float32 {
+	t := quant.F16Table()
+	x = x[:len(k)]
+	var s0, s1 float32
+	i := 0
+	for ; i+2 <= len(k); i += 2 {
+		s0 += t[k[i]] * x[i]
+		s1 += t[k[i+1]] * x[i+1]
+	}
+	for ; i < len(k); i++ {
+		s0 += t[k[i]] * x[i]
+	}
+	return s0 + s1
+}
+
+func madF16Go(y, x []uint16, v float32) {
+	t := quant.F16Table()
+	x = x[:len(y)]
+	for i := range y {
+		// The product of a binary16 and a float32 is exact in float64, and
+		// so is the sum unless the exponents are far apart.
+		y[i] = quant.F32ToF16(float32(math.FMA(float64(t[x[i]]), float64(v), float64(t[y[i]]))))
+	}
+}
+
+func scaleF16Go(y []uint16, v float32) {
+	t := quant.F16Table()
+	for i := range y {
+		y[i] = quant.F32ToF16(t[y[i]] * v)
+	}
+}

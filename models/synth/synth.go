@@ -1,0 +1,271 @@
+package synth
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	goruntime "runtime"
+	"sync"
+
+	"hybrid/models/builtin"
+	"hybrid/models/gguf"
+	"hybrid/models/llama"
+	"hybrid/models/quant"
+)
+
+// Options says what Write makes.
+type Options struct {
+	Preset Preset
+	Type   FileType
+	Seed   uint64
+	// Threads quantizes rows in parallel; 0 means GOMAXPROCS. The output does
+	// not depend on it.
+	Threads int
+	// Progress, if not nil, receives the bytes written so far and the file's
+	// size.
+	Progress func(done, total int64)
+}
+
+// Config is the llama config a preset describes (separate output weight).
+func (p Preset) Config() llama.Config {
+	return llama.Config{
+		Arch: "llama", Layers: p.Layers, Dim: p.Dim, Heads: p.Heads, KVHeads: p.KVHeads,
+		HeadDim: p.Dim / p.Heads, FFN: p.FFN, RopeDims: p.Dim / p.Heads, RopeBase: p.RopeBase,
+		Eps: p.Eps, Context: p.Context, Vocab: p.Vocab,
+	}
+}
+
+// std is the standard deviation of a weight's values: matrices keep
+// activations at unit scale (1/sqrt(fan-in)); the output projection is a
+// little wider so that the logits are not flat; embeddings are unit normal.
+func std(name string, cols int) float32 {
+	switch name {
+	case "token_embd.weight":
+		return 1
+	case "output.weight":
+		return 2 / float32(math.Sqrt(float64(cols)))
+	}
+	return 1 / float32(math.Sqrt(float64(cols)))
+}
+
+// layerOf returns the block index in a tensor name "blk.N.…", or -1.
+func layerOf(name string) int {
+	var l int
+	var rest string
+	if n, _ := fmt.Sscanf(name, "blk.%d.%s", &l, &rest); n == 2 {
+		return l
+	}
+	return -1
+}
+
+// Plan returns the metadata and tensor infos of the file Write makes.
+func Plan(o Options) ([]gguf.KV, []gguf.TensorInfo, error) {
+	p, ft := o.Preset, o.Type
+	if p.Dim%p.Heads != 0 || p.Heads%p.KVHeads != 0 {
+		return nil, nil, fmt.Errorf("synth: preset %s: width %d, %d heads and %d KV heads do not divide", p.Name, p.Dim, p.Heads, p.KVHeads)
+	}
+	kvs, err := metadata(p, ft)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := p.Config()
+	var infos []gguf.TensorInfo
+	for _, w := range cfg.Weights() {
+		ti := gguf.TensorInfo{Name: w.Name}
+		if w.Rows == 1 {
+			ti.Dims = []uint64{uint64(w.Cols)}
+			ti.Type = quant.F32
+		} else {
+			ti.Dims = []uint64{uint64(w.Cols), uint64(w.Rows)}
+			ti.Type = ft.TensorType(w.Name, layerOf(w.Name), p.Layers, w.Cols)
+		}
+		infos = append(infos, ti)
+	}
+	return kvs, infos, nil
+}
+
+// Write writes the synthetic model to path, atomically: a failed or
+// interrupted write leaves no file behind.
+func Write(path string, o Options) error {
+	kvs, infos, err := Plan(o)
+	if err != nil {
+		return err
+	}
+	w, err := gguf.Create(path, kvs, infos)
+	if err != nil {
+		return err
+	}
+	w.Progress = o.Progress
+	if err := writeTensors(w, infos, o); err != nil {
+		w.Abort()
+		return err
+	}
+	return w.Close()
+}
+
+// chunkBytes bounds the memory one batch of quantized rows takes.
+const chunkBytes = 16 << 20
+
+func writeTensors(w *gguf.Writer, infos []gguf.TensorInfo, o Options) error {
+	threads := o.Threads
+	if threads <= 0 {
+		threads = goruntime.GOMAXPROCS(0)
+	}
+	for _, ti := range infos {
+		cols := int(ti.Dims[0])
+		rows := 1
+		if len(ti.Dims) > 1 {
+			rows = int(ti.Dims[1])
+		}
+		rowBytes, err := quant.RowBytes(ti.Type, cols)
+		if err != nil {
+			return fmt.Errorf("synth: %s: %w", ti.Name, err)
+		}
+		per := max(1, chunkBytes/rowBytes)
+		buf := make([]byte, min(per, rows)*rowBytes)
+		for r0 := 0; r0 < rows; r0 += per {
+			n := min(per, rows-r0)
+			out := buf[:n*rowBytes]
+			if err := fillRows(ti, o.Seed, cols, r0, n, out, threads); err != nil {
+				return err
+			}
+			if _, err := w.Write(out); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fillRows generates and quantizes rows r0..r0+n of a tensor into out.
+func fillRows(ti gguf.TensorInfo, seed uint64, cols, r0, n int, out []byte, threads int) error {
+	rowBytes := len(out) / n
+	sd := std(ti.Name, cols)
+	norm := len(ti.Dims) == 1
+	var wg sync.WaitGroup
+	errs := make([]error, threads)
+	for t := 0; t < threads; t++ {
+		lo, hi := n*t/threads, n*(t+1)/threads
+		if lo == hi {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			row := make([]float32, cols)
+			for i := lo; i < hi; i++ {
+				r := newRowRand(seed, ti.Name, r0+i)
+				if norm {
+					// RMSNorm gains near 1, as trained models have.
+					r.fillNormal(row, 0.1)
+					for j := range row {
+						row[j]++
+					}
+				} else {
+					r.fillNormal(row, sd)
+				}
+				if err := quant.Quantize(ti.Type, row, out[i*rowBytes:(i+1)*rowBytes]); err != nil {
+					errs[t] = fmt.Errorf("synth: %s row %d: %w", ti.Name, r0+i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// metadata returns the GGUF metadata of a synthetic model: llama.cpp's keys
+// for the architecture, and the built-in model's tokenizer extended with
+// generated pieces to the preset's vocabulary size.
+func metadata(p Preset, ft FileType) ([]gguf.KV, error) {
+	tokens, scores, types, err := vocabulary(p.Vocab)
+	if err != nil {
+		return nil, err
+	}
+	u := func(v int) uint32 { return uint32(v) }
+	return []gguf.KV{
+		{Key: "general.architecture", Value: "llama"},
+		{Key: "general.name", Value: fmt.Sprintf("synthetic %s %s (seed-determined random weights)", p.Name, ft.Name)},
+		{Key: "general.file_type", Value: ft.ID},
+		{Key: "general.quantization_version", Value: uint32(2)},
+		{Key: "llama.context_length", Value: u(p.Context)},
+		{Key: "llama.embedding_length", Value: u(p.Dim)},
+		{Key: "llama.block_count", Value: u(p.Layers)},
+		{Key: "llama.feed_forward_length", Value: u(p.FFN)},
+		{Key: "llama.rope.dimension_count", Value: u(p.Dim / p.Heads)},
+		{Key: "llama.attention.head_count", Value: u(p.Heads)},
+		{Key: "llama.attention.head_count_kv", Value: u(p.KVHeads)},
+		{Key: "llama.attention.layer_norm_rms_epsilon", Value: p.Eps},
+		{Key: "llama.rope.freq_base", Value: p.RopeBase},
+		{Key: "llama.vocab_size", Value: u(p.Vocab)},
+		{Key: "tokenizer.ggml.model", Value: "llama"},
+		{Key: "tokenizer.ggml.tokens", Value: gguf.Array{Type: gguf.TypeString, Values: tokens}},
+		{Key: "tokenizer.ggml.scores", Value: gguf.Array{Type: gguf.TypeFloat32, Values: scores}},
+		{Key: "tokenizer.ggml.token_type", Value: gguf.Array{Type: gguf.TypeInt32, Values: types}},
+		{Key: "tokenizer.ggml.bos_token_id", Value: uint32(1)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(2)},
+		{Key: "tokenizer.ggml.unknown_token_id", Value: uint32(0)},
+		{Key: "tokenizer.ggml.add_bos_token", Value: true},
+		{Key: "tokenizer.ggml.add_eos_token", Value: false},
+	}, nil
+}
+
+// vocabulary returns the built-in model's vocabulary extended to n tokens
+// with generated word pieces ("▁" and three to six letters, each unique),
+// scored below every real piece so that they merge last.
+func vocabulary(n int) ([]string, []float32, []int32, error) {
+	f, err := gguf.Parse(builtin.Model(), builtin.Name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	base, err := f.GetStrings("tokenizer.ggml.tokens")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	baseScores, err := f.GetFloat32s("tokenizer.ggml.scores")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	baseTypes, err := f.GetInt32s("tokenizer.ggml.token_type")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(baseScores) != len(base) || len(baseTypes) != len(base) {
+		return nil, nil, nil, fmt.Errorf("synth: %s: tokenizer arrays differ in length", builtin.Name)
+	}
+	if n < len(base) {
+		return nil, nil, nil, fmt.Errorf("synth: vocabulary of %d is smaller than the built-in tokenizer's %d", n, len(base))
+	}
+	tokens := append(make([]string, 0, n), base...)
+	scores := append(make([]float32, 0, n), baseScores...)
+	types := append(make([]int32, 0, n), baseTypes...)
+	low := float32(0)
+	seen := make(map[string]bool, n)
+	for i, t := range base {
+		seen[t] = true
+		if baseScores[i] < low {
+			low = baseScores[i]
+		}
+	}
+	r := newRowRand(0, "tokenizer.ggml.tokens", 0)
+	for len(tokens) < n {
+		x := r.next()
+		l := 3 + int(x%4)
+		x >>= 2
+		b := []byte("▁")
+		for j := 0; j < l; j++ {
+			b = append(b, byte('a'+x%26))
+			x /= 26
+		}
+		s := string(b)
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		tokens = append(tokens, s)
+		scores = append(scores, low-1-float32(len(tokens)-len(base)))
+		types = append(types, 1)
+	}
+	return tokens, scores, types, nil
+}
