@@ -78,9 +78,9 @@ func TestSamplerSeedIsDeterministicAndTopKLimits(t *testing.T) {
 	for _, id := range draw(1, 3) {
 		top3[id] = true
 	}
-	// sin(i) is largest near i = 33, 11, 77 (i ≈ π/2 mod 2π).
+	// The three largest sin(i), i < 100, are at 33, 77 and 58 (i ≈ π/2 mod 2π).
 	for id := range top3 {
-		if id != 33 && id != 11 && id != 77 {
+		if id != 33 && id != 77 && id != 58 {
 			t.Fatalf("top-k 3 drew token %d (logit %g) outside the three largest", id, logits[id])
 		}
 	}

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"math"
+	"unsafe"
 
 	"hybrid/models/quant"
 )
@@ -19,7 +20,7 @@ func ToF16(dst []uint16, src []float32) {
 }
 
 // DotF16 returns the dot product of the f16 vector k and the f32 vector
-// x[:len(k)], accumulated in f32.
+// x[:len(k)], summed in ggml_vec_dot_f16's order.
 func DotF16(k []uint16, x []float32) float32 { return dotF16v(k, x) }
 
 // MadF16 sets y[i] = f16(y[i] + x[i]·v) for i < len(y), the multiply-add
@@ -35,19 +36,15 @@ var (
 	scaleF16 = scaleF16Go
 )
 
+// dotF16vGo is ggml_vec_dot_f16's order (floatorder.go), which llama.cpp's
+// flash attention uses for q·k.
 func dotF16vGo(k []uint16, x []float32) float32 {
-	t := quant.F16Table()
+	if len(k) == 0 {
+		return 0
+	}
+	w := unsafe.Slice((*byte)(unsafe.Pointer(&k[0])), 2*len(k))
 	x = x[:len(k)]
-	var s0, s1 float32
-	i := 0
-	for ; i+2 <= len(k); i += 2 {
-		s0 += t[k[i]] * x[i]
-		s1 += t[k[i+1]] * x[i+1]
-	}
-	for ; i < len(k); i++ {
-		s0 += t[k[i]] * x[i]
-	}
-	return s0 + s1
+	return vecTailF16(dotVecHeadGo(f16At, w, x), w, x, len(x)&^63)
 }
 
 func madF16Go(y, x []uint16, v float32) {

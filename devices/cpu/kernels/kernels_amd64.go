@@ -29,8 +29,10 @@ func init() {
 	kernelFor[quant.Q4_K].rows = block256(q4_KRows)
 	kernelFor[quant.Q5_K].rows = block256(q5_KRows)
 	kernelFor[quant.Q6_K].rows = block256(q6_KRows)
-	kernelFor[quant.F32].rows = floatRows(dotF32)
-	kernelFor[quant.F16].rows = floatRows(dotF16)
+	kernelFor[quant.F32].rows = orderedRows(vecF32)
+	kernelFor[quant.F32].rowsN = orderedRows(tinyF32)
+	kernelFor[quant.F16].rows = orderedRows(vecF16)
+	kernelFor[quant.F16].rowsN = orderedRows(tinyF16)
 	kernelFor[quant.BF16].rows = floatRows(dotBF16)
 	dot, axpy = dotAVX2, axpyAVX2
 }
@@ -126,8 +128,7 @@ func init() {
 		if len(k) == 0 {
 			return 0
 		}
-		_ = x[len(k)-1]
-		return dotF16((*byte)(unsafe.Pointer(&k[0])), &x[0], len(k))
+		return vecF16(unsafe.Slice((*byte)(unsafe.Pointer(&k[0])), 2*len(k)), x[:len(k)])
 	}
 	madF16 = func(y, x []uint16, v float32) {
 		n := len(y) &^ 7
@@ -143,5 +144,61 @@ func init() {
 			scaleF16AVX2(&y[0], v, n)
 		}
 		scaleF16Go(y[n:], v)
+	}
+}
+
+//go:noescape
+func dotTinyF32(w *byte, x *float32, n int) float32
+
+//go:noescape
+func dotTinyF16(w *byte, x *float32, n int) float32
+
+//go:noescape
+func dotVecF32(w *byte, x *float32, n int) float32
+
+//go:noescape
+func dotVecF16(w *byte, x *float32, n int) float32
+
+// The llama.cpp-ordered float dots of floatorder.go: assembly for the vector
+// part, Go for the leftovers and for rows that are not a multiple of 16.
+
+func vecF32(w []byte, x []float32) float32 {
+	np := len(x) &^ 63
+	var s float32
+	if np > 0 {
+		s = dotVecF32(&w[0], &x[0], np)
+	}
+	return vecTailF32(s, w, x, np)
+}
+
+func vecF16(w []byte, x []float32) float32 {
+	np := len(x) &^ 63
+	var s float32
+	if np > 0 {
+		s = dotVecF16(&w[0], &x[0], np)
+	}
+	return vecTailF16(s, w, x, np)
+}
+
+func tinyF32(w []byte, x []float32) float32 {
+	if len(x)%16 != 0 {
+		return vecF32(w, x)
+	}
+	return dotTinyF32(&w[0], &x[0], len(x))
+}
+
+func tinyF16(w []byte, x []float32) float32 {
+	if len(x)%16 != 0 {
+		return vecF16(w, x)
+	}
+	return dotTinyF16(&w[0], &x[0], len(x))
+}
+
+// orderedRows adapts one of them to a row kernel.
+func orderedRows(f func(w []byte, x []float32) float32) func([]byte, int, *xrow, []float32) {
+	return func(w []byte, stride int, x *xrow, y []float32) {
+		for r := range y {
+			y[r] = f(w[r*stride:(r+1)*stride], x.f)
+		}
 	}
 }

@@ -22,23 +22,26 @@ type kernel struct {
 	// q81: the activations are ggml's Q8_1 (Q4_1 and Q5_1 weights), whose
 	// block sum is stored rounded to binary16; otherwise xrow.s is exact.
 	q81 bool
+	// rowsN, if set, replaces rows for a batch of two or more inputs (the
+	// float types, which llama.cpp multiplies in another order then).
+	rowsN func(w []byte, stride int, x *xrow, y []float32)
 }
 
 // kernelFor holds the kernel of each supported type; the portable Go ones are
 // installed below and the assembly ones replace them in init where the CPU
 // has the features they need.
 var kernelFor = map[quant.Type]*kernel{
-	quant.F32:  {0, rowLoop(dotF32Go), nil, false},
-	quant.F16:  {0, rowLoop(dotF16Go), roundF16, false},
-	quant.BF16: {0, rowLoop(dotBF16Go), roundBF16, false},
-	quant.Q4_0: {32, rowLoop(dotQ4_0Go), nil, false},
-	quant.Q4_1: {32, rowLoop(dotQ4_1Go), nil, true},
-	quant.Q5_0: {32, rowLoop(dotQ5_0Go), nil, false},
-	quant.Q5_1: {32, rowLoop(dotQ5_1Go), nil, true},
-	quant.Q8_0: {32, rowLoop(dotQ8_0Go), nil, false},
-	quant.Q4_K: {256, rowLoop(dotQ4_KGo), nil, false},
-	quant.Q5_K: {256, rowLoop(dotQ5_KGo), nil, false},
-	quant.Q6_K: {256, rowLoop(dotQ6_KGo), nil, false},
+	quant.F32:  {block: 0, rows: rowLoop(dotVecF32Go), rowsN: rowLoop(dotTinyF32Go)},
+	quant.F16:  {block: 0, rows: rowLoop(dotVecF16Go), rowsN: rowLoop(dotTinyF16Go), round: roundF16},
+	quant.BF16: {block: 0, rows: rowLoop(dotBF16Go), round: roundBF16},
+	quant.Q4_0: {block: 32, rows: rowLoop(dotQ4_0Go)},
+	quant.Q4_1: {block: 32, rows: rowLoop(dotQ4_1Go), q81: true},
+	quant.Q5_0: {block: 32, rows: rowLoop(dotQ5_0Go)},
+	quant.Q5_1: {block: 32, rows: rowLoop(dotQ5_1Go), q81: true},
+	quant.Q8_0: {block: 32, rows: rowLoop(dotQ8_0Go)},
+	quant.Q4_K: {block: 256, rows: rowLoop(dotQ4_KGo)},
+	quant.Q5_K: {block: 256, rows: rowLoop(dotQ5_KGo)},
+	quant.Q6_K: {block: 256, rows: rowLoop(dotQ6_KGo)},
 }
 
 func roundF16(x float32) float32  { return quant.F16ToF32(quant.F32ToF16(x)) }
@@ -111,8 +114,12 @@ func (m *matTask) run(lo, hi int) {
 	for t := lo; t < hi; t += m.tile {
 		te := min(t+m.tile, hi)
 		w := m.w[t*m.stride : te*m.stride]
+		rows := m.k.rows
+		if len(m.x) > 1 && m.k.rowsN != nil {
+			rows = m.k.rowsN
+		}
 		for i := range m.x {
-			m.k.rows(w, m.stride, &m.x[i], m.y[i*m.rows+t:i*m.rows+te])
+			rows(w, m.stride, &m.x[i], m.y[i*m.rows+t:i*m.rows+te])
 		}
 	}
 }

@@ -9,10 +9,11 @@
 // (VPMADDUBSW), sum to 8 int32 (VPMADDWD by ones), convert, and multiply-add
 // by d_w*d_x into 8 f32 lanes. VPMADDUBSW wants one unsigned operand: signed
 // weights (Q8_0, Q5_0) move their signs onto the activations with VPSIGNB;
-// offset weights (Q4_0's -8, Q4_1's and Q5_1's m) stay unsigned and their
-// offset meets the activations through the block sums. 8 to 15 vector ops per
-// 18..34 weight bytes: Q8_0 is bound by memory bandwidth on two cores, the
-// 4- and 5-bit types by these ops (about 20 GB/s of weights on two cores).
+// Q4_0 subtracts its 8 first and is then signed; the offset weights (Q4_1's
+// and Q5_1's m) stay unsigned and their offset meets the activations through
+// the block sums. 8 to 15 vector ops per 18..34 weight bytes: Q8_0 is bound
+// by memory bandwidth on two cores, the 4- and 5-bit types by these ops
+// (about 20 GB/s of weights on two cores).
 
 DATA nibbles<>+0(SB)/4, $0x0f0f0f0f
 GLOBL nibbles<>(SB), RODATA|NOPTR, $4
@@ -36,19 +37,8 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $4
 	VBROADCASTSS X4, Y4 \
 	VFMADD231PS  Y4, Y3, Y0
 
-// Q4_0 takes blocks in pairs to share the float work: the two blocks'
-// nibbles are unpacked into the two 128-bit lanes (low nibbles in one vector,
-// high in another), multiplied as unsigned 0..15 with the matching activation
-// halves, and the pair's 4+4 int32 sums scaled together. The weights' -8
-// offset is applied through the activations' block sums (xs) as -8·Σ d·s.
-
-DATA minus8<>+0(SB)/4, $-8.0
-GLOBL minus8<>(SB), RODATA|NOPTR, $4
-DATA pairlanes<>+0(SB)/8, $0
-DATA pairlanes<>+8(SB)/8, $0
-DATA pairlanes<>+16(SB)/8, $0x0000000100000001
-DATA pairlanes<>+24(SB)/8, $0x0000000100000001
-GLOBL pairlanes<>(SB), RODATA|NOPTR, $32
+// Q4_0 goes block by block as ggml_vec_dot_q4_0_q8_0 does, so that the sum
+// is llama.cpp's to the bit: nibbles minus 8 as signed bytes, then BLOCKDOT.
 
 // func q4_0Rows(w *byte, stride, rows int, xq *int8, xd *float32, xs *float32, nb int, y *float32)
 TEXT ·q4_0Rows(SB), NOSPLIT, $0-64
@@ -60,77 +50,29 @@ TEXT ·q4_0Rows(SB), NOSPLIT, $0-64
 	MOVQ nb+48(FP), R12
 	MOVQ y+56(FP), DI
 	VPBROADCASTD nibbles<>(SB), Y15
-	VBROADCASTSS minus8<>(SB), Y14
+	VPBROADCASTD eights<>(SB), Y14
 	VPBROADCASTD ones16<>(SB), Y13
-	VMOVDQU      pairlanes<>(SB), Y11
 
 q40row:
 	MOVQ   SI, BX
 	MOVQ   R10, CX
 	MOVQ   R11, DX
-	MOVQ   xs+40(FP), R14
 	MOVQ   R12, R13
 	VXORPS Y0, Y0, Y0
-	VXORPS Y12, Y12, Y12
-	SHRQ   $1, R13
-	JZ     q40tail
 
-q40pair:
-	// Nibbles of blocks A (BX) and B (18(BX)): Y1 = [A 0..15 | B 0..15],
-	// Y2 = [A 16..31 | B 16..31], times the same halves of the activations.
+q40block:
 	VMOVDQU     2(BX), X1
-	VINSERTI128 $1, 20(BX), Y1, Y1
-	VPSRLW      $4, Y1, Y2
+	VPSRLW      $4, X1, X2
+	VINSERTI128 $1, X2, Y1, Y1
 	VPAND       Y15, Y1, Y1
-	VPAND       Y15, Y2, Y2
-	VMOVDQU     (CX), X3
-	VINSERTI128 $1, 32(CX), Y3, Y3
-	VMOVDQU     16(CX), X4
-	VINSERTI128 $1, 48(CX), Y4, Y4
-	VPMADDUBSW  Y3, Y1, Y1
-	VPMADDUBSW  Y4, Y2, Y2
-	VPADDW      Y2, Y1, Y1     // pairs of 15·127·2, sums < 2^15
-	VPMADDWD    Y13, Y1, Y1
-	VCVTDQ2PS   Y1, Y1
+	VPSUBB      Y14, Y1, Y1
+	BLOCKDOT
+	ADDQ        $18, BX
+	ADDQ        $32, CX
+	ADDQ        $4, DX
+	DECQ        R13
+	JNZ         q40block
 
-	// [dA, dB] from the two f16s; Y12 += [dA·sA, dB·sB]; Y5 = dA·dxA in
-	// lanes 0..3 and dB·dxB in lanes 4..7.
-	VMOVD       (BX), X5
-	VPINSRW     $1, 18(BX), X5, X5
-	VCVTPH2PS   X5, X5
-	VMOVQ       (R14), X6
-	VFMADD231PS X6, X5, X12
-	VMOVQ       (DX), X6
-	VMULPS      X6, X5, X5
-	VPERMPS     Y5, Y11, Y5
-	VFMADD231PS Y5, Y1, Y0
-
-	ADDQ $36, BX
-	ADDQ $64, CX
-	ADDQ $8, DX
-	ADDQ $8, R14
-	DECQ R13
-	JNZ  q40pair
-
-q40tail:
-	TESTQ $1, R12
-	JZ    q40end
-	VMOVDQU      2(BX), X1
-	VPSRLW       $4, X1, X2
-	VINSERTI128  $1, X2, Y1, Y1
-	VPAND        Y15, Y1, Y1
-	VPMADDUBSW   (CX), Y1, Y1
-	VPMADDWD     Y13, Y1, Y1
-	VCVTDQ2PS    Y1, Y1
-	VCVTPH2PS    (BX), X5
-	VFMADD231SS  (R14), X5, X12
-	VMULSS       (DX), X5, X5
-	VBROADCASTSS X5, Y5
-	VFMADD231PS  Y5, Y1, Y0
-
-q40end:
-	// X12's upper lanes are zero.
-	VFMADD231PS Y14, Y12, Y0
 	HSUM
 	VMOVSS X0, (DI)
 	ADDQ   $4, DI

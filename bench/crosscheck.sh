@@ -1,0 +1,157 @@
+#!/bin/bash
+# crosscheck.sh [--big]: checks hybrid's synthetic models against llama.cpp.
+#
+# 1. For every synth type, writes stories15m (with --big also tinyllama-1.1b
+#    for Q4_0 Q4_K_M Q8_0 F16) into bench/out/models/, runs llama.cpp
+#    (bench/out/refdump) and `hybrid run` greedily on two prompts, and applies
+#    the match rule of ../shared/models/README.md (bench/crosscheck/main.go).
+# 2. Quantizes the F32 synthetic file with llama.cpp's llama-quantize to each
+#    quantized type and compares llama.cpp's per-tensor types (and tensor
+#    bytes) with the file synth wrote directly (bench/crosscheck/types).
+#
+# Prints a summary table and writes it to bench/out/crosscheck.txt; exits 1 if
+# anything failed. A manual tool: no test or CI runs it (bench/out is
+# git-ignored). Needs the llama.cpp that ../shared/tools/llamacpp-setup.sh
+# builds (HYBRID_LLAMACPP, default ~/.cache/hybrid-llamacpp).
+set -uo pipefail
+
+big=0
+for a in "$@"; do
+  case $a in
+    --big) big=1 ;;
+    *) echo "usage: $0 [--big]" >&2; exit 2 ;;
+  esac
+done
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 2
+out=bench/out
+models=$out/models
+runs=$out/crosscheck
+bin=${HYBRID_LLAMACPP:-$HOME/.cache/hybrid-llamacpp}/llama.cpp/build/bin
+mkdir -p "$models" "$runs"
+
+types=(F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M)
+bigtypes=(Q4_0 Q4_K_M Q8_0 F16)
+prompts=("Once upon a time" "Lily and Tom went to the park. They")
+
+die() { echo "crosscheck: $*" >&2; exit 2; }
+
+[ -x "$bin/llama-quantize" ] || die "no llama-quantize in $bin (run ../shared/tools/llamacpp-setup.sh)"
+if [ ! -x $out/refdump ] || [ bench/refdump/refdump.cpp -nt $out/refdump ]; then
+  bash bench/refdump/build.sh >/dev/null || die "bench/refdump/build.sh failed"
+fi
+go build -o $out/hybrid ./cmd/hybrid || die "cannot build hybrid"
+go build -o $out/crosscheck-rule ./bench/crosscheck || die "cannot build bench/crosscheck"
+go build -o $out/crosscheck-types ./bench/crosscheck/types || die "cannot build bench/crosscheck/types"
+
+report=$runs/report.txt
+: >"$report"
+failed=0
+row() { printf '%s\n' "$*" | tee -a "$report"; }
+
+# synth PRESET TYPE: writes $models/PRESET-TYPE.gguf (seed 1) unless present
+# and newer than the synth sources.
+synth() {
+  local f=$models/$1-$2.gguf
+  if [ -f "$f" ] && [ -z "$(find models/synth models/quant models/gguf -name '*.go' -newer "$f" | head -1)" ]; then
+    echo "$f"; return 0
+  fi
+  $out/hybrid synth --preset "$1" --type "$2" --seed 1 -o "$f" >/dev/null 2>"$runs/$1-$2.synth.err" || return 1
+  echo "$f"
+}
+
+# run PRESET TYPE: the greedy comparison on both prompts.
+run() {
+  local preset=$1 typ=$2 f i p base line
+  if ! f=$(synth "$preset" "$typ"); then
+    row "$(printf '%-14s %-7s %-18s FAIL synth failed: %s' "$preset" "$typ" - "$(tail -1 "$runs/$preset-$typ.synth.err")")"
+    failed=1; return
+  fi
+  i=0
+  for p in "${prompts[@]}"; do
+    i=$((i + 1))
+    base=$runs/$preset-$typ.p$i
+    if ! $out/refdump "$f" "$p" 32 1 1024 >"$base.ref.json" 2>"$base.ref.err"; then
+      row "$(printf '%-14s %-7s p%d FAIL llama.cpp refused the file: %s' "$preset" "$typ" $i "$(grep -v '^$' "$base.ref.err" | tail -1)")"
+      failed=1; continue
+    fi
+    if ! $out/hybrid run --model "$f" --prompt "$p" --temp 0 -n 32 --json --logits --threads 1 \
+      >"$base.ours.json" 2>"$base.ours.err"; then
+      row "$(printf '%-14s %-7s p%d FAIL hybrid run failed: %s' "$preset" "$typ" $i "$(tail -1 "$base.ours.err")")"
+      failed=1; continue
+    fi
+    line=$($out/crosscheck-rule "$base.ref.json" "$base.ours.json" "$typ") || failed=1
+    row "$(printf '%-14s %s' "$preset" "$line")"
+  done
+}
+
+# quantcheck PRESET SRC TYPE LQTYPE [OPTIONS...]: llama-quantize SRC to LQTYPE
+# with OPTIONS and compare its general.file_type, per-tensor types and tensor
+# bytes with synth's own PRESET-TYPE file.
+quantcheck() {
+  local preset=$1 src=$2 typ=$3 lqtype=$4; shift 4
+  local ours lq=$models/$preset-$typ.llama-quantize.gguf a b n types bytes diffs verdict=pass
+  ours=$(synth "$preset" "$typ") || { row "$(printf '%-14s %-7s FAIL synth failed' "$preset" "$typ")"; failed=1; return; }
+  if ! "$bin/llama-quantize" "$@" "$src" "$lq" "$lqtype" 2 >"$runs/$preset-$typ.quantize.log" 2>&1; then
+    row "$(printf '%-14s %-7s %-20s FAIL llama-quantize failed (see %s)' "$preset" "$typ" "$* $lqtype" "$runs/$preset-$typ.quantize.log")"
+    failed=1; return
+  fi
+  a=$runs/$preset-$typ.ours.types
+  b=$runs/$preset-$typ.llama-quantize.types
+  if ! $out/crosscheck-types -hash "$ours" >"$a" || ! $out/crosscheck-types -hash "$lq" >"$b"; then
+    row "$(printf '%-14s %-7s FAIL cannot read the files' "$preset" "$typ")"; failed=1; return
+  fi
+  # Line 1 is general.file_type; then name, type, digest in file order.
+  n=$(($(wc -l <"$b") - 1))
+  types=$(paste "$a" "$b" | tail -n +2 | awk -F'\t' '$1 == $4 && $2 == $5' | wc -l)
+  bytes=$(paste "$a" "$b" | tail -n +2 | awk -F'\t' '$1 == $4 && $2 == $5 && $3 == $6' | wc -l)
+  diffs=$(paste "$a" "$b" | awk -F'\t' '$1 != $4 || $2 != $5 { printf "%s%s: ours %s, llama.cpp %s%s", sep, $1, $2, ($1 == $4 ? "" : $4 " "), $5; sep = "; " }')
+  if [ "$n" -ne $(($(wc -l <"$a") - 1)) ] || [ "$types" -ne "$n" ] || [ -n "$diffs" ]; then
+    verdict=FAIL; failed=1
+  fi
+  row "$(printf '%-14s %-7s %-20s %-4s %7s %7s %s' "$preset" "$typ" "${*:+$* }$lqtype" "$verdict" "$types/$n" "$bytes/$n" "$diffs")"
+  rm -f "$lq"
+}
+
+# llama-quantize's type and options that give synth's recipe TYPE: llama.cpp's
+# "Q4_K"/"Q5_K" are aliases of Q4_K_M/Q5_K_M, so synth's pure K types are
+# Q4_K_S/Q5_K_S with --pure.
+qargs() {
+  case $1 in
+    Q4_K) echo "Q4_K_S --pure" ;;
+    Q5_K) echo "Q5_K_S --pure" ;;
+    *) echo "$1" ;;
+  esac
+}
+
+row "== greedy runs: hybrid vs llama.cpp (refdump), 32 tokens, 1 thread"
+row "$(printf '%-14s %-7s %-18s %-4s %-9s %-9s %s' preset type prompt ok steps logit-err note)"
+for t in "${types[@]}"; do run stories15m "$t"; done
+if [ $big = 1 ]; then
+  for t in "${bigtypes[@]}"; do run tinyllama-1.1b "$t"; done
+fi
+
+row ""
+row "== per-tensor types: synth vs llama-quantize of synth's F32 (F16 for tinyllama) file"
+row "$(printf '%-14s %-7s %-20s %-4s %7s %7s %s' preset type llama-quantize ok types bytes differences)"
+if src=$(synth stories15m F32); then
+  for t in "${types[@]}"; do
+    [ "$t" = F32 ] && continue
+    # shellcheck disable=SC2046 # qargs is a word list on purpose
+    quantcheck stories15m "$src" "$t" $(qargs "$t")
+  done
+else
+  row "stories15m F32: synth failed"; failed=1
+fi
+if [ $big = 1 ]; then
+  if src=$(synth tinyllama-1.1b F16); then
+    for t in Q4_K_M Q5_K_M; do quantcheck tinyllama-1.1b "$src" "$t" "$t"; done
+  else
+    row "tinyllama-1.1b F16: synth failed"; failed=1
+  fi
+fi
+
+cp "$report" $out/crosscheck.txt
+echo "wrote $out/crosscheck.txt" >&2
+exit $failed
