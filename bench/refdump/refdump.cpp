@@ -53,6 +53,8 @@ int main(int argc, char ** argv) {
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = n_ctx;
+    // REFDUMP_UBATCH=N splits the prompt into micro-batches of N tokens.
+    if (const char * ub = getenv("REFDUMP_UBATCH")) cp.n_ubatch = atoi(ub);
     cp.n_threads = threads;
     cp.n_threads_batch = threads;
     cp.flash_attn_type = fa == "on" ? LLAMA_FLASH_ATTN_TYPE_ENABLED : fa == "off" ? LLAMA_FLASH_ATTN_TYPE_DISABLED : LLAMA_FLASH_ATTN_TYPE_AUTO;

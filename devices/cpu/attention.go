@@ -39,7 +39,7 @@ func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) erro
 	kernels.ToF16(c.v[st.Pos*dim:(st.Pos+n)*dim], v[:n*dim])
 	group := a.Heads / a.KVHeads
 	qw := a.Heads * hd
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	scale := 1 / float32(math.Sqrt(float64(hd))) // 1.0f/sqrtf(head_dim), as llama.cpp
 	tiled := n >= faTileQ && hd%faTileLanes == 0
 	d.pool.Run(n*a.Heads, func(lo, hi int) {
 		qh := make([]float32, hd)
@@ -80,14 +80,14 @@ func attendF16(qi []float32, c *kvCache, kh, hd, span int, scale float32, qh []f
 		s := kernels.DotF16(c.k[j*dim+kh:j*dim+kh+hd], qh) * scale
 		ms, vs := float32(1), float32(1)
 		if s > m {
-			ms = float32(math.Exp(float64(m - s)))
+			ms = expf(m - s)
 			m = s
 			kernels.ScaleF16(acc, ms)
 		} else {
-			vs = float32(math.Exp(float64(s - m)))
+			vs = expf(s - m)
 		}
 		kernels.MadF16(acc, c.v[j*dim+kh:j*dim+kh+hd], vs)
-		sum = sum*ms + vs
+		sum = fma32(sum, ms, vs) // GCC fuses S*ms + vs
 	}
 	inv := float32(0)
 	if sum != 0 {
@@ -111,7 +111,7 @@ func attendF32(qi []float32, c *kvCache, kh, hd, span int, scale float32, scores
 	}
 	var sum float32
 	for j, x := range s {
-		e := float32(math.Exp(float64(x - m)))
+		e := expf(x - m)
 		s[j] = e
 		sum += e
 	}

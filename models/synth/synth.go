@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	goruntime "runtime"
+	"strings"
 	"sync"
 
 	"hybrid/models/builtin"
@@ -36,16 +37,25 @@ func (p Preset) Config() llama.Config {
 }
 
 // std is the standard deviation of a weight's values: matrices keep
-// activations at unit scale (1/sqrt(fan-in)); the output projection is a
-// little wider so that the logits are not flat; embeddings are unit normal.
-func std(name string, cols int) float32 {
-	switch name {
-	case "token_embd.weight":
+// activations at unit scale (1/sqrt(fan-in)); the projections that write into
+// the residual stream (attn_output, ffn_down) are further scaled by
+// 1/sqrt(2·layers), as GPT-2 initialises them, so that the stream grows
+// slowly and a rounding difference in one layer is damped rather than
+// amplified by the next; the output projection is wider (logits of standard
+// deviation about 8) so that greedy decoding meets few near-ties and two
+// implementations can be compared over many steps; embeddings are unit
+// normal.
+func std(name string, cols, layers int) float32 {
+	base := 1 / float32(math.Sqrt(float64(cols)))
+	switch {
+	case name == "token_embd.weight":
 		return 1
-	case "output.weight":
-		return 2 / float32(math.Sqrt(float64(cols)))
+	case name == "output.weight":
+		return 8 * base
+	case strings.HasSuffix(name, ".attn_output.weight"), strings.HasSuffix(name, ".ffn_down.weight"):
+		return base / float32(math.Sqrt(float64(2*layers)))
 	}
-	return 1 / float32(math.Sqrt(float64(cols)))
+	return base
 }
 
 // layerOf returns the block index in a tensor name "blk.N.…", or -1.
@@ -126,7 +136,7 @@ func writeTensors(w *gguf.Writer, infos []gguf.TensorInfo, o Options) error {
 		for r0 := 0; r0 < rows; r0 += per {
 			n := min(per, rows-r0)
 			out := buf[:n*rowBytes]
-			if err := fillRows(ti, o.Seed, cols, r0, n, out, threads); err != nil {
+			if err := fillRows(ti, o.Seed, cols, o.Preset.Layers, r0, n, out, threads); err != nil {
 				return err
 			}
 			if _, err := w.Write(out); err != nil {
@@ -138,9 +148,9 @@ func writeTensors(w *gguf.Writer, infos []gguf.TensorInfo, o Options) error {
 }
 
 // fillRows generates and quantizes rows r0..r0+n of a tensor into out.
-func fillRows(ti gguf.TensorInfo, seed uint64, cols, r0, n int, out []byte, threads int) error {
+func fillRows(ti gguf.TensorInfo, seed uint64, cols, layers, r0, n int, out []byte, threads int) error {
 	rowBytes := len(out) / n
-	sd := std(ti.Name, cols)
+	sd := std(ti.Name, cols, layers)
 	norm := len(ti.Dims) == 1
 	var wg sync.WaitGroup
 	errs := make([]error, threads)

@@ -301,8 +301,11 @@ func TestWriteDeterministicAndLoads(t *testing.T) {
 		t.Errorf("general.architecture = %q", arch)
 	}
 
-	// Weights: embeddings near unit normal, a matrix near 1/sqrt(cols), norm
-	// gains near 1. The differing seed must change them, not only the name.
+	// Weights: embeddings near unit normal, a matrix near 1/sqrt(cols), the
+	// projections into the residual stream (attn_output, ffn_down) a further
+	// 1/sqrt(2·layers) narrower, the output 2/sqrt(cols), norm gains near 1.
+	// The differing seed must change them, not only the name.
+	residual := 1 / math.Sqrt(2*6)
 	stats := func(f *gguf.File, name string) (mean, sd float64) {
 		ti, ok := f.Tensor(name)
 		if !ok {
@@ -327,7 +330,9 @@ func TestWriteDeterministicAndLoads(t *testing.T) {
 	}{
 		{"token_embd.weight", 0, 1, 0.05},
 		{"blk.0.attn_q.weight", 0, 1 / math.Sqrt(288), 0.05},
-		{"blk.0.ffn_down.weight", 0, 1 / math.Sqrt(768), 0.05},
+		{"blk.0.attn_output.weight", 0, residual / math.Sqrt(288), 0.05},
+		{"blk.0.ffn_down.weight", 0, residual / math.Sqrt(768), 0.05},
+		{"blk.5.ffn_gate.weight", 0, 1 / math.Sqrt(288), 0.05},
 		{"output.weight", 0, 2 / math.Sqrt(288), 0.05},
 		{"blk.3.attn_norm.weight", 1, 0.1, 0.25},
 	} {
