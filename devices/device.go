@@ -5,9 +5,34 @@ package devices
 
 import (
 	"errors"
+	"time"
 
 	"hybrid/ops"
 )
+
+// Info describes a device.
+type Info struct {
+	Name string // unique: "cpu", "cpu:1", "cuda:0", "sim:metal"
+	// Kind is the kind of hardware it is or stands for: "cpu", "cuda",
+	// "metal" or "coreml". Policies name devices by kind or by name.
+	Kind string
+	// Simulated is true for devices whose times are charged from a hardware
+	// profile rather than measured; everything they report says so.
+	Simulated bool
+	// Memory is the bytes it can hold (weights, KV cache, buffers); 0 means
+	// no fixed budget (host memory).
+	Memory int64
+	// Detail is one human line: the hardware, its threads, its profile.
+	Detail string
+}
+
+// Simulator is implemented by simulated devices: the time an op or a copy
+// costs comes from a model, and the executor records that instead of the
+// wall time of computing it on the host.
+type Simulator interface {
+	// OpTime is the modelled time of op at step st.
+	OpTime(op *ops.Op, st ops.Step) time.Duration
+}
 
 // Buffer is an f32 activation buffer that lives on one device.
 type Buffer interface {
@@ -19,6 +44,8 @@ type Buffer interface {
 type Device interface {
 	// Name identifies the device, e.g. "cpu" or "cuda:0".
 	Name() string
+	// Info describes the device for the registry, the planner and tables.
+	Info() Info
 	// Supports returns nil if the device can run op, or an error saying why not.
 	Supports(op *ops.Op) error
 	// LoadWeight makes a weight resident in its stored (quantized) form. data is

@@ -67,6 +67,11 @@ var _ devices.Device = (*Device)(nil)
 // Name implements devices.Device.
 func (d *Device) Name() string { return d.name }
 
+// Info implements devices.Device.
+func (d *Device) Info() devices.Info {
+	return devices.Info{Name: d.name, Kind: "cpu", Detail: fmt.Sprintf("host CPU, %d worker threads, %s", d.pool.Threads(), cpuFeatures())}
+}
+
 // Threads is the size of the device's worker pool.
 func (d *Device) Threads() int { return d.pool.Threads() }
 
@@ -205,4 +210,27 @@ func (d *Device) cache(layer int, a ops.AttnParams) *kvCache {
 		d.kv[layer] = c
 	}
 	return c
+}
+
+func cpuFeatures() string {
+	if kernels.HasAVX512() {
+		return "AVX2/FMA/F16C kernels, AVX-512 numerics"
+	}
+	return kernels.Features()
+}
+
+func init() {
+	devices.Register(devices.Backend{Kind: "cpu", Open: func(o devices.Options) ([]devices.Device, error) {
+		n := max(o.CPUs, 1)
+		threads := o.Threads
+		if n > 1 && threads <= 0 {
+			// Separate devices share the cores.
+			threads = max(1, runtime.NumCPU()/n)
+		}
+		devs := []devices.Device{New("cpu", threads)}
+		for i := 1; i < n; i++ {
+			devs = append(devs, New(fmt.Sprintf("cpu:%d", i), threads))
+		}
+		return devs, nil
+	}})
 }

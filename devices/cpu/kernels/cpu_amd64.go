@@ -42,3 +42,11 @@ var hasAVX512 = func() bool {
 // HasAVX512 reports whether this CPU has AVX-512 F and DQ, which decides
 // which of llama.cpp's vector code paths a native build of it takes.
 func HasAVX512() bool { return hasAVX512 }
+
+// Features names the kernel set in use.
+func Features() string {
+	if hasAVX2 {
+		return "AVX2/FMA/F16C kernels"
+	}
+	return "portable Go kernels"
+}

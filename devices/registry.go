@@ -1,0 +1,77 @@
+package devices
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// A Backend finds the devices of one kind on this machine. Packages register
+// theirs in init, as image formats and SQL drivers do; the CPU is always
+// there, CUDA only in a build with the cuda tag, Metal and CoreML only on
+// darwin.
+type Backend struct {
+	Kind string
+	// Open returns the devices this backend finds, or an error saying why there
+	// are none ("not built with -tags cuda", "no driver", "not darwin").
+	Open func(opts Options) ([]Device, error)
+}
+
+// Options configure discovery.
+type Options struct {
+	Threads int // CPU worker threads per CPU device; 0: all cores
+	// CPUs is how many separate CPU devices to make ("cpu", "cpu:1", ...), each
+	// with its own buffers and worker pool, so that copies between them are
+	// real; 0 or 1 means one.
+	CPUs int
+}
+
+var (
+	mu       sync.Mutex
+	backends = map[string]Backend{}
+)
+
+// Register makes a backend available to Discover. It panics if the kind is
+// registered twice (a programming error).
+func Register(b Backend) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := backends[b.Kind]; dup {
+		panic("devices: backend " + b.Kind + " registered twice")
+	}
+	backends[b.Kind] = b
+}
+
+// Missing is a kind of device that is not available, and why.
+type Missing struct {
+	Kind string
+	Why  string
+}
+
+// Discover opens every registered backend and returns the devices found,
+// sorted by name, and the kinds that are missing with the reason.
+func Discover(opts Options) ([]Device, []Missing) {
+	mu.Lock()
+	var bs []Backend
+	for _, b := range backends {
+		bs = append(bs, b)
+	}
+	mu.Unlock()
+	sort.Slice(bs, func(i, j int) bool { return bs[i].Kind < bs[j].Kind })
+	var devs []Device
+	var missing []Missing
+	for _, b := range bs {
+		ds, err := b.Open(opts)
+		if err != nil {
+			missing = append(missing, Missing{Kind: b.Kind, Why: err.Error()})
+			continue
+		}
+		devs = append(devs, ds...)
+	}
+	sort.Slice(devs, func(i, j int) bool { return devs[i].Name() < devs[j].Name() })
+	return devs, missing
+}
+
+// ErrNotAvailable is wrapped by backends' errors when their hardware or
+// build support is absent.
+var ErrNotAvailable = fmt.Errorf("not available")
