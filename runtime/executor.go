@@ -1,10 +1,14 @@
-// Package runtime executes a model's op graph on a device: it makes weights
-// resident, allocates activation buffers, runs prefill and decode steps, and
-// samples tokens.
+// Package runtime executes a model's op graph on one or more devices: it makes
+// weights resident where the plan puts the ops that read them, allocates
+// activation buffers per device, copies f32 values only where they cross a
+// device boundary, runs prefill and decode steps, samples tokens, and records
+// per-op and per-device time and every copy.
 package runtime
 
 import (
 	"fmt"
+	"sort"
+	"time"
 
 	"hybrid/devices"
 	"hybrid/models/llama"
@@ -15,57 +19,140 @@ import (
 // into steps of this size (llama.cpp's default micro-batch is also 512).
 const MaxBatch = 512
 
-// Executor runs a model on one device.
+// Options configure an Executor.
+type Options struct {
+	// Placement maps op names to device names (a planner.Plan's ByName); ops
+	// it does not name go with their first input's producer. nil puts every
+	// op on the first device.
+	Placement map[string]string
+	// PerOp runs the ablation: every op's inputs are copied from host memory
+	// to its device and its output back, as a naive integration does.
+	PerOp bool
+	// CopyTime, if set, models the time of a copy that involves a simulated
+	// device (the planner's cost model); real copies are timed.
+	CopyTime func(from, to devices.Info, bytes int64) time.Duration
+}
+
+// Executor runs a model on a set of devices.
 type Executor struct {
 	m      *llama.Model
-	dev    devices.Device
+	devs   []devices.Device
+	byName map[string]devices.Device
+	opts   Options
 	ctx    int
-	steps  map[int]*compiled // by tokens per step
+	steps  map[int]*compiled
 	logits []float32
+	host   []float32 // scratch for copies through the host
+	Stats  Stats
 }
 
-// compiled is a graph with a buffer for every value; values whose lifetimes do
-// not overlap share a buffer.
+// compiled is a step's graph with every op's device, buffers and copies.
 type compiled struct {
-	g    *ops.Graph
-	bufs []devices.Buffer // by value id
-	ins  [][]devices.Buffer
+	g      *ops.Graph
+	dev    []devices.Device // per op
+	out    []devices.Buffer // per value: on its producer's device
+	ins    [][]devices.Buffer
+	copies [][]copyStep // per op: copies to make after it runs
+	pre    [][]copyStep // per op: copies to make before it runs (per-op ablation)
+	hostV  [][]float32  // per value: host copy (per-op ablation)
 }
 
-// NewExecutor makes every weight of m resident on dev and prepares a KV cache
-// of ctx positions.
+type copyStep struct {
+	value    int
+	from, to devices.Device
+	src, dst devices.Buffer
+	toHost   bool // per-op ablation: download to hostV[value]
+	fromHost bool // per-op ablation: upload from hostV[value]
+}
+
+// NewExecutor runs every op of m on dev with a KV cache of ctx positions.
 func NewExecutor(m *llama.Model, dev devices.Device, ctx int) (*Executor, error) {
+	return NewPlanExecutor(m, []devices.Device{dev}, ctx, Options{})
+}
+
+// NewPlanExecutor prepares m to run on devs as opts.Placement says: each
+// weight is loaded once onto the device of every op that reads it.
+func NewPlanExecutor(m *llama.Model, devs []devices.Device, ctx int, opts Options) (*Executor, error) {
 	if ctx <= 0 {
 		return nil, fmt.Errorf("runtime: context size %d must be positive", ctx)
 	}
-	e := &Executor{m: m, dev: dev, ctx: ctx, steps: map[int]*compiled{}, logits: make([]float32, m.Config.Vocab)}
+	if len(devs) == 0 {
+		return nil, fmt.Errorf("runtime: no devices")
+	}
+	e := &Executor{m: m, devs: devs, byName: map[string]devices.Device{}, opts: opts, ctx: ctx,
+		steps: map[int]*compiled{}, logits: make([]float32, m.Config.Vocab)}
+	for _, d := range devs {
+		e.byName[d.Name()] = d
+	}
+	e.Stats.init(devs)
+	// Load weights for the decode graph and for a prefill graph (which adds
+	// last_token, an op without weights).
 	g, err := m.Graph(1, 0, ctx)
 	if err != nil {
 		return nil, err
 	}
+	placed, err := e.place(g)
+	if err != nil {
+		return nil, err
+	}
+	loaded := map[string]bool{}
 	for _, op := range g.Ops {
-		if err := dev.Supports(op); err != nil {
-			return nil, fmt.Errorf("runtime: %s cannot run op %s: %w", dev.Name(), op, err)
+		d := placed[op.ID]
+		if err := d.Supports(op); err != nil {
+			return nil, fmt.Errorf("runtime: %s cannot run op %s: %w", d.Name(), op, err)
 		}
-		if op.Weight == nil {
+		if op.Weight == nil || loaded[d.Name()+"\x00"+op.Weight.Name] {
 			continue
 		}
+		loaded[d.Name()+"\x00"+op.Weight.Name] = true
 		data, err := m.TensorData(op.Weight.Name)
 		if err != nil {
 			return nil, err
 		}
-		if err := dev.LoadWeight(op.Weight, data); err != nil {
+		if err := d.LoadWeight(op.Weight, data); err != nil {
 			return nil, err
 		}
 	}
 	return e, nil
 }
 
+// place returns each op's device.
+func (e *Executor) place(g *ops.Graph) ([]devices.Device, error) {
+	out := make([]devices.Device, len(g.Ops))
+	producer := make([]int, len(g.Values))
+	for _, op := range g.Ops {
+		producer[op.Out] = op.ID
+	}
+	for i, op := range g.Ops {
+		if e.opts.Placement == nil {
+			out[i] = e.devs[0]
+			continue
+		}
+		name, ok := e.opts.Placement[op.Name]
+		if !ok {
+			if len(op.In) == 0 {
+				return nil, fmt.Errorf("runtime: the placement does not name op %s", op)
+			}
+			out[i] = out[producer[op.In[0]]]
+			continue
+		}
+		d, ok := e.byName[name]
+		if !ok {
+			return nil, fmt.Errorf("runtime: op %s is placed on %s, which is not among the devices", op, name)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
 // Context is the KV cache's length in positions.
 func (e *Executor) Context() int { return e.ctx }
 
-// Device is the device the executor runs on.
-func (e *Executor) Device() devices.Device { return e.dev }
+// Device is the first device (the only one for a single-device executor).
+func (e *Executor) Device() devices.Device { return e.devs[0] }
+
+// Devices lists the executor's devices.
+func (e *Executor) Devices() []devices.Device { return e.devs }
 
 // Forward runs one step of tokens starting at position pos and returns the
 // logits of the last token. The slice is reused by the next call.
@@ -83,17 +170,77 @@ func (e *Executor) Forward(tokens []int32, pos int) ([]float32, error) {
 	}
 	st := ops.Step{Tokens: tokens, Pos: pos}
 	for _, op := range c.g.Ops {
-		if err := e.dev.Run(op, st, c.ins[op.ID], c.bufs[op.Out]); err != nil {
+		for _, cp := range c.pre[op.ID] {
+			if err := e.copy(c, cp); err != nil {
+				return nil, err
+			}
+		}
+		d := c.dev[op.ID]
+		t0 := time.Now()
+		if err := d.Run(op, st, c.ins[op.ID], c.out[op.Out]); err != nil {
 			return nil, err
 		}
+		el := time.Since(t0)
+		if s, ok := d.(devices.Simulator); ok {
+			el = s.OpTime(op, st)
+		}
+		e.Stats.op(op, d, el)
+		for _, cp := range c.copies[op.ID] {
+			if err := e.copy(c, cp); err != nil {
+				return nil, err
+			}
+		}
 	}
-	if err := e.dev.Sync(); err != nil {
+	out := c.dev[c.g.Ops[len(c.g.Ops)-1].ID]
+	if err := out.Sync(); err != nil {
 		return nil, err
 	}
-	if err := e.dev.Read(e.logits, c.bufs[c.g.Output]); err != nil {
+	if err := out.Read(e.logits, c.out[c.g.Output]); err != nil {
 		return nil, err
 	}
+	e.Stats.Steps++
 	return e.logits, nil
+}
+
+// copy moves one value: device to device through host memory, or, in the
+// ablation, between a device and the value's host copy.
+func (e *Executor) copy(c *compiled, cp copyStep) error {
+	n := c.g.Values[cp.value].Elems()
+	t0 := time.Now()
+	var from, to devices.Info
+	switch {
+	case cp.toHost:
+		if err := cp.from.Read(c.hostV[cp.value], cp.src); err != nil {
+			return err
+		}
+		from, to = cp.from.Info(), devices.Info{Name: "host", Kind: "cpu"}
+	case cp.fromHost:
+		if err := cp.to.Write(cp.dst, c.hostV[cp.value]); err != nil {
+			return err
+		}
+		from, to = devices.Info{Name: "host", Kind: "cpu"}, cp.to.Info()
+	default:
+		if cap(e.host) < n {
+			e.host = make([]float32, n)
+		}
+		h := e.host[:n]
+		if err := cp.from.Sync(); err != nil {
+			return err
+		}
+		if err := cp.from.Read(h, cp.src); err != nil {
+			return err
+		}
+		if err := cp.to.Write(cp.dst, h); err != nil {
+			return err
+		}
+		from, to = cp.from.Info(), cp.to.Info()
+	}
+	el := time.Since(t0)
+	if (from.Simulated || to.Simulated) && e.opts.CopyTime != nil {
+		el = e.opts.CopyTime(from, to, 4*int64(n))
+	}
+	e.Stats.copy(from.Name, to.Name, 4*int64(n), el)
+	return nil
 }
 
 // Prefill runs the prompt in steps of at most MaxBatch tokens from position pos
@@ -113,6 +260,13 @@ func (e *Executor) Prefill(tokens []int32, pos int) ([]float32, error) {
 	return logits, nil
 }
 
+// interval is a buffer's need on one device: from op start to op end.
+type interval struct {
+	start, end int
+	elems      int
+	buf        *devices.Buffer
+}
+
 func (e *Executor) compile(n int) (*compiled, error) {
 	if c := e.steps[n]; c != nil {
 		return c, nil
@@ -129,81 +283,161 @@ func (e *Executor) compile(n int) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &compiled{g: g, bufs: make([]devices.Buffer, len(g.Values)), ins: make([][]devices.Buffer, len(g.Ops))}
-	slots, sizes := assignBuffers(g)
-	pool := make([]devices.Buffer, len(sizes))
-	for i, s := range sizes {
-		if pool[i], err = e.dev.Alloc(s); err != nil {
-			return nil, fmt.Errorf("runtime: %s: %w", e.dev.Name(), err)
-		}
+	dev, err := e.place(g)
+	if err != nil {
+		return nil, err
 	}
-	for v, s := range slots {
-		if c.bufs[v], err = e.dev.View(pool[s], g.Values[v].Elems()); err != nil {
-			return nil, fmt.Errorf("runtime: %s: %w", e.dev.Name(), err)
-		}
+	c := &compiled{g: g, dev: dev, out: make([]devices.Buffer, len(g.Values)),
+		ins: make([][]devices.Buffer, len(g.Ops)), copies: make([][]copyStep, len(g.Ops)), pre: make([][]copyStep, len(g.Ops))}
+	producer := make([]int, len(g.Values))
+	for _, op := range g.Ops {
+		producer[op.Out] = op.ID
 	}
+	// Where each value is read: device -> last reading op.
+	lastOn := make([]map[devices.Device]int, len(g.Values))
 	for _, op := range g.Ops {
 		for _, in := range op.In {
-			c.ins[op.ID] = append(c.ins[op.ID], c.bufs[in])
+			if lastOn[in] == nil {
+				lastOn[in] = map[devices.Device]int{}
+			}
+			lastOn[in][dev[op.ID]] = op.ID
 		}
+	}
+	need := map[devices.Device][]*interval{}
+	remote := map[[2]int]*interval{} // (value, op reading it) -> its copy
+	type vd struct {
+		v int
+		d devices.Device
+	}
+	copies := map[vd]*interval{}
+	home := make([]*interval, len(g.Values))
+	for _, op := range g.Ops {
+		d := dev[op.ID]
+		end := op.ID
+		if l, ok := lastOn[op.Out][d]; ok {
+			end = l
+		}
+		if op.Out == g.Output {
+			end = len(g.Ops)
+		}
+		iv := &interval{start: op.ID, end: end, elems: g.Values[op.Out].Elems()}
+		home[op.Out] = iv
+		need[d] = append(need[d], iv)
+		if e.opts.PerOp {
+			continue
+		}
+		// A copy to every other device that reads the value, made right
+		// after it is produced and kept until its last reader there.
+		var others []devices.Device
+		for od := range lastOn[op.Out] {
+			if od != d {
+				others = append(others, od)
+			}
+		}
+		sort.Slice(others, func(i, j int) bool { return others[i].Name() < others[j].Name() })
+		for _, od := range others {
+			civ := &interval{start: op.ID, end: lastOn[op.Out][od], elems: iv.elems}
+			copies[vd{op.Out, od}] = civ
+			need[od] = append(need[od], civ)
+		}
+	}
+	if e.opts.PerOp {
+		// Every input gets its own buffer on the op's device, live for the
+		// op only; every value keeps a host copy.
+		c.hostV = make([][]float32, len(g.Values))
+		for v := range g.Values {
+			c.hostV[v] = make([]float32, g.Values[v].Elems())
+		}
+		for _, op := range g.Ops {
+			for _, in := range op.In {
+				iv := &interval{start: op.ID, end: op.ID, elems: g.Values[in].Elems()}
+				remote[[2]int{in, op.ID}] = iv
+				need[dev[op.ID]] = append(need[dev[op.ID]], iv)
+			}
+		}
+	}
+	for d, ivs := range need {
+		if err := allocate(d, ivs); err != nil {
+			return nil, err
+		}
+	}
+	for v := range g.Values {
+		c.out[v] = *home[v].buf
+	}
+	for _, op := range g.Ops {
+		d := dev[op.ID]
+		for _, in := range op.In {
+			switch {
+			case e.opts.PerOp:
+				b := *remote[[2]int{in, op.ID}].buf
+				c.ins[op.ID] = append(c.ins[op.ID], b)
+				c.pre[op.ID] = append(c.pre[op.ID], copyStep{value: in, to: d, dst: b, fromHost: true})
+			case dev[producer[in]] == d:
+				c.ins[op.ID] = append(c.ins[op.ID], c.out[in])
+			default:
+				c.ins[op.ID] = append(c.ins[op.ID], *copies[vd{in, d}].buf)
+			}
+		}
+		if e.opts.PerOp {
+			c.copies[op.ID] = append(c.copies[op.ID], copyStep{value: op.Out, from: d, src: c.out[op.Out], toHost: true})
+			continue
+		}
+		var cs []copyStep
+		for k, civ := range copies {
+			if k.v == op.Out {
+				cs = append(cs, copyStep{value: op.Out, from: d, to: k.d, src: c.out[op.Out], dst: *civ.buf})
+			}
+		}
+		sort.Slice(cs, func(i, j int) bool { return cs[i].to.Name() < cs[j].to.Name() })
+		c.copies[op.ID] = cs
 	}
 	e.steps[n] = c
 	return c, nil
 }
 
-// assignBuffers gives every value a buffer slot such that no two values live at
-// the same time share one, reusing the first free slot that is large enough
-// (or growing one). It returns the slot of each value and each slot's size.
-func assignBuffers(g *ops.Graph) (slots []int, sizes []int) {
-	last := make([]int, len(g.Values)) // last op that reads each value
-	for i := range last {
-		last[i] = -1
+// allocate gives every interval on device d a buffer, reusing a buffer once
+// the interval holding it has ended (the first free one large enough, or
+// growing one), so that a step needs a few buffers per device, not one per
+// value.
+func allocate(d devices.Device, ivs []*interval) error {
+	sort.SliceStable(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })
+	type slot struct {
+		size int
+		free int // op index after which it is free
+		ivs  []*interval
 	}
-	for _, op := range g.Ops {
-		for _, in := range op.In {
-			last[in] = op.ID
-		}
-	}
-	last[g.Output] = len(g.Ops) // read after the step
-	slots = make([]int, len(g.Values))
-	var free []int
-	for _, op := range g.Ops {
-		need := g.Values[op.Out].Elems()
+	var slots []*slot
+	for _, iv := range ivs {
 		pick := -1
-		for i, s := range free {
-			if pick < 0 || (sizes[s] >= need && (sizes[free[pick]] < need || sizes[s] < sizes[free[pick]])) {
+		for i, s := range slots {
+			if s.free >= iv.start {
+				continue
+			}
+			if pick < 0 || (s.size >= iv.elems && (slots[pick].size < iv.elems || s.size < slots[pick].size)) {
 				pick = i
 			}
 		}
-		var s int
-		if pick >= 0 {
-			s = free[pick]
-			free = append(free[:pick], free[pick+1:]...)
-			sizes[s] = max(sizes[s], need)
-		} else {
-			s = len(sizes)
-			sizes = append(sizes, need)
+		if pick < 0 {
+			slots = append(slots, &slot{})
+			pick = len(slots) - 1
 		}
-		slots[op.Out] = s
-		// Inputs whose last reader is this op are free once it has run; the
-		// output is allocated first so that no op writes over its own input.
-		for _, in := range op.In {
-			if last[in] == op.ID && !contains(free, slots[in]) {
-				free = append(free, slots[in])
+		s := slots[pick]
+		s.size = max(s.size, iv.elems)
+		s.free = iv.end
+		s.ivs = append(s.ivs, iv)
+	}
+	for _, s := range slots {
+		b, err := d.Alloc(s.size)
+		if err != nil {
+			return fmt.Errorf("runtime: %s: %w", d.Name(), err)
+		}
+		for _, iv := range s.ivs {
+			v, err := d.View(b, iv.elems)
+			if err != nil {
+				return fmt.Errorf("runtime: %s: %w", d.Name(), err)
 			}
-		}
-		if last[op.Out] < 0 {
-			free = append(free, s)
+			iv.buf = &v
 		}
 	}
-	return slots, sizes
-}
-
-func contains(xs []int, x int) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
+	return nil
 }
