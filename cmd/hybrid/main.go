@@ -12,6 +12,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	// Device backends register themselves.
+	_ "hybrid/devices/coreml"
+	_ "hybrid/devices/cpu"
+	_ "hybrid/devices/cuda"
+	_ "hybrid/devices/metal"
 )
 
 type command struct {
@@ -21,6 +27,9 @@ type command struct {
 
 var commands = []command{
 	{"run", "generate text from a prompt", runCmd},
+	{"devices", "list this machine's devices, and why any kind is missing", devicesCmd},
+	{"plan", "print the per-op placement a policy gives", planCmd},
+	{"profile", "measure op and copy costs on this machine's devices", profileCmd},
 	{"bench", "measure prefill and decode speed (llama-bench style)", benchCmd},
 	{"synth", "write a synthetic model of a real shape with random weights", synthCmd},
 }

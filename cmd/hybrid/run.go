@@ -7,7 +7,6 @@ import (
 	"math"
 	"time"
 
-	"hybrid/devices/cpu"
 	"hybrid/runtime"
 )
 
@@ -24,6 +23,11 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Int64("seed", -1, "sampling seed; -1 picks one from the clock")
 	threads := fs.Int("threads", 0, "CPU threads; 0 uses every core")
 	ctx := fs.Int("ctx", 0, "context size in tokens; 0 uses the model's, at most 4096")
+	policy := fs.String("policy", "cpu-only", "placement policy: a name in configs/policies (auto, cpu-only, cpu-split, mac-hybrid, ...) or a YAML `file`")
+	hardware := fs.String("hardware", "", "hardware profile (name or YAML `file`) whose devices are added, simulated")
+	profile := fs.String("profile", "", "measured cost profile `file` from `hybrid profile`")
+	cpus := fs.Int("cpus", 0, "separate CPU devices (cpu, cpu:1, ...), each with its own buffers and threads")
+	transfers := fs.String("transfers", "boundary", "boundary: copy values only where they cross devices; per-op: a host round trip around every op (the ablation)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of streaming text")
 	logits := fs.Bool("logits", false, "with --json, add first_logits: the vocabulary's logits after the prompt")
 	if err := parse(fs, args); err != nil {
@@ -31,6 +35,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *logits && !*asJSON {
 		return fmt.Errorf("--logits needs --json")
+	}
+	if *transfers != "boundary" && *transfers != "per-op" {
+		return fmt.Errorf("--transfers is %q: want boundary or per-op", *transfers)
 	}
 	sc := runtime.SamplerConfig{
 		Temp: float32(*temp), TopK: *topK, TopP: float32(*topP),
@@ -55,12 +62,13 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if c == 0 {
 		c = min(m.Config.Context, 4096)
 	}
-	dev := cpu.New("cpu", *threads)
-	defer dev.Close()
-	ex, err := runtime.NewExecutor(m, dev, c)
+	sess, err := runtime.NewSession(m, runtime.SessionOptions{Policy: *policy, Hardware: *hardware, Profile: *profile,
+		Threads: *threads, CPUs: *cpus, Context: c, PerOp: *transfers == "per-op"})
 	if err != nil {
 		return err
 	}
+	defer sess.Close()
+	ex := sess.Exec
 	loadMs := float64(time.Since(t0)) / float64(time.Millisecond)
 
 	opts := runtime.GenerateOptions{Prompt: *prompt, MaxTokens: *n, Sampler: sc, KeepLogits: *logits}
@@ -78,8 +86,11 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if !*asJSON {
 		fmt.Fprintln(stdout)
 		t := res.Timings
-		fmt.Fprintf(stderr, "\n%s on cpu (%d threads): load %.0f ms · prompt %d tokens at %.1f tok/s · generated %d tokens at %.1f tok/s (%s)\n",
-			m.Path, dev.Threads(), loadMs, len(res.PromptTokens), t.PrefillTokS, len(res.Tokens), t.DecodeTokS, res.StopReason)
+		fmt.Fprintf(stderr, "\n%s, policy %s on %s: load %.0f ms · prompt %d tokens at %.1f tok/s · generated %d tokens at %.1f tok/s (%s)\n",
+			m.Path, sess.Policy.Name, deviceList(ex), loadMs, len(res.PromptTokens), t.PrefillTokS, len(res.Tokens), t.DecodeTokS, res.StopReason)
+		if *policy != "cpu-only" || *transfers != "boundary" {
+			printRunSummary(stderr, sess)
+		}
 		return nil
 	}
 	out := runJSON{
@@ -90,9 +101,12 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		Text:            res.Text,
 		StopReason:      res.StopReason,
 		Seed:            sc.Seed,
-		Device:          dev.Name(),
-		Threads:         dev.Threads(),
+		Device:          deviceList(ex),
+		Threads:         *threads,
 		Context:         c,
+		Policy:          sess.Policy.Name,
+		Placement:       sess.Plan.Placement(),
+		Transfers:       transfersJSON{Count: ex.Stats.Copies.Count, Bytes: ex.Stats.Copies.Bytes},
 		Timings: timingsJSON{
 			LoadMs: loadMs, PrefillMs: res.Timings.PrefillMs, PrefillTokS: res.Timings.PrefillTokS,
 			DecodeMs: res.Timings.DecodeMs, DecodeTokS: res.Timings.DecodeTokS,
@@ -109,18 +123,26 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 }
 
 type runJSON struct {
-	Model           string      `json:"model"`
-	Prompt          string      `json:"prompt"`
-	PromptTokens    []int32     `json:"prompt_tokens"`
-	GeneratedTokens []int32     `json:"generated_tokens"`
-	Text            string      `json:"text"`
-	StopReason      string      `json:"stop_reason"`
-	Seed            uint64      `json:"seed"`
-	Device          string      `json:"device"`
-	Threads         int         `json:"threads"`
-	Context         int         `json:"context"`
-	Timings         timingsJSON `json:"timings"`
-	FirstLogits     []jsonFloat `json:"first_logits,omitempty"`
+	Model           string         `json:"model"`
+	Prompt          string         `json:"prompt"`
+	PromptTokens    []int32        `json:"prompt_tokens"`
+	GeneratedTokens []int32        `json:"generated_tokens"`
+	Text            string         `json:"text"`
+	StopReason      string         `json:"stop_reason"`
+	Seed            uint64         `json:"seed"`
+	Device          string         `json:"device"`
+	Threads         int            `json:"threads"`
+	Context         int            `json:"context"`
+	Policy          string         `json:"policy"`
+	Placement       map[string]int `json:"placement"`
+	Transfers       transfersJSON  `json:"transfers"`
+	Timings         timingsJSON    `json:"timings"`
+	FirstLogits     []jsonFloat    `json:"first_logits,omitempty"`
+}
+
+type transfersJSON struct {
+	Count int   `json:"count"`
+	Bytes int64 `json:"bytes"`
 }
 
 type timingsJSON struct {

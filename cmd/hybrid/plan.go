@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"hybrid/planner"
+	"hybrid/runtime"
+)
+
+func planCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("plan", stderr)
+	model := fs.String("model", "", "GGUF model `file` (default: the built-in stories260K)")
+	policy := fs.String("policy", "auto", "placement policy name or YAML `file`")
+	hardware := fs.String("hardware", "", "hardware profile (name or YAML `file`) to plan for, simulated")
+	profile := fs.String("profile", "", "measured cost profile `file` from `hybrid profile`")
+	cpus := fs.Int("cpus", 0, "separate CPU devices")
+	tokens := fs.Int("tokens", 1, "tokens in the step to plan: 1 is a decode step, more a prefill")
+	ctx := fs.Int("ctx", 0, "context size; 0 uses the model's, at most 4096")
+	transfers := fs.String("transfers", "boundary", "boundary or per-op (the ablation)")
+	format := fs.String("format", "table", "output: "+strings.Join(planner.Formats, ", "))
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *transfers != "boundary" && *transfers != "per-op" {
+		return fmt.Errorf("--transfers is %q: want boundary or per-op", *transfers)
+	}
+	m, err := runtime.LoadModel(*model, nil)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	c := *ctx
+	if c == 0 {
+		c = min(m.Config.Context, 4096)
+	}
+	if *tokens < 1 || *tokens > min(c, runtime.MaxBatch) {
+		return fmt.Errorf("--tokens %d: want 1..%d", *tokens, min(c, runtime.MaxBatch))
+	}
+	sess, err := runtime.NewSession(m, runtime.SessionOptions{Policy: *policy, Hardware: *hardware, Profile: *profile,
+		CPUs: *cpus, Context: c, PerOp: *transfers == "per-op"})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	p := sess.Plan
+	if *tokens > 1 {
+		if p, err = sess.PlanFor(*tokens); err != nil {
+			return err
+		}
+	}
+	return p.Render(stdout, *format)
+}

@@ -1,0 +1,182 @@
+package planner
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"hybrid/ops"
+)
+
+// Problem is a placement problem in numbers: for each op, the time on each
+// device (negative: not allowed), and the time of copying a value between
+// devices. Solve finds the assignment that minimises the sum of op times and
+// copy times, where a value is copied from its producer's device to each other
+// device that reads it, once.
+type Problem struct {
+	Graph *ops.Graph
+	// OpTime[i][d] is op i's time on device d; < 0 means d may not run it.
+	OpTime [][]float64
+	// CopyTime(v, from, to) is the time of copying value v.
+	CopyTime func(v, from, to int) float64
+	// Penalty[d] is added per weight byte placed on device d (used to steer
+	// the solution under memory budgets); nil for none.
+	Penalty []float64
+	Devices int
+}
+
+// liveVal is a value in the solver's state: its producer's device and the
+// set of devices that already hold it.
+type liveVal struct {
+	v, home int
+	mask    uint32
+}
+
+type state struct {
+	live []liveVal // sorted by v
+	cost float64
+	prev *state
+	dev  int // device of the op that led here
+}
+
+// stateKey identifies a state: up to 15 live values packed as value id,
+// home device and holder mask; more spill into a string.
+type stateKey struct {
+	n     int
+	vals  [15]uint64
+	spill string
+}
+
+func (s *state) key() stateKey {
+	var k stateKey
+	k.n = len(s.live)
+	if len(s.live) <= len(k.vals) {
+		for i, l := range s.live {
+			k.vals[i] = uint64(l.v)<<24 | uint64(l.home)<<16 | uint64(l.mask)
+		}
+		return k
+	}
+	var b strings.Builder
+	for _, l := range s.live {
+		b.WriteString(strconv.FormatUint(uint64(l.v)<<24|uint64(l.home)<<16|uint64(l.mask), 36))
+		b.WriteByte(',')
+	}
+	k.spill = b.String()
+	return k
+}
+
+// Solve returns the optimal assignment (a device index per op) and its cost,
+// by dynamic programming over the ops in topological order. The state is, for
+// every value still to be read, where it was produced and which devices hold a
+// copy: two prefixes with the same state have the same best completion, so
+// only the cheapest is kept. Llama graphs keep at most a handful of values
+// alive, so the number of states stays small and a 22-layer model plans in
+// milliseconds. It returns ok=false if some op has no allowed device.
+func Solve(p *Problem) (assign []int, cost float64, ok bool) {
+	g := p.Graph
+	last := make([]int, len(g.Values))
+	for i := range last {
+		last[i] = -1
+	}
+	for _, op := range g.Ops {
+		for _, in := range op.In {
+			last[in] = op.ID
+		}
+	}
+	frontier := map[stateKey]*state{{}: {}}
+	for _, op := range g.Ops {
+		next := map[stateKey]*state{}
+		wbytes := 0.0
+		if op.Weight != nil {
+			wbytes = float64(op.Weight.Bytes())
+		}
+		for _, s := range frontier {
+			for d := 0; d < p.Devices; d++ {
+				t := p.OpTime[op.ID][d]
+				if t < 0 {
+					continue
+				}
+				c := s.cost + t
+				if p.Penalty != nil {
+					c += p.Penalty[d] * wbytes
+				}
+				live := append([]liveVal(nil), s.live...)
+				for _, in := range op.In {
+					for k := range live {
+						if live[k].v == in && live[k].mask&(1<<d) == 0 {
+							c += p.CopyTime(in, live[k].home, d)
+							live[k].mask |= 1 << d
+						}
+					}
+				}
+				// Drop the values this op reads last; add its output unless
+				// nothing reads it.
+				kept := live[:0]
+				for _, l := range live {
+					if last[l.v] != op.ID {
+						kept = append(kept, l)
+					}
+				}
+				if last[op.Out] > op.ID {
+					kept = append(kept, liveVal{v: op.Out, home: d, mask: 1 << d})
+				}
+				sort.Slice(kept, func(a, b int) bool { return kept[a].v < kept[b].v })
+				ns := &state{live: kept, cost: c, prev: s, dev: d}
+				k := ns.key()
+				if old, dup := next[k]; !dup || c < old.cost {
+					next[k] = ns
+				}
+			}
+		}
+		if len(next) == 0 {
+			return nil, 0, false
+		}
+		frontier = next
+	}
+	var best *state
+	for _, s := range frontier {
+		if best == nil || s.cost < best.cost {
+			best = s
+		}
+	}
+	assign = make([]int, len(g.Ops))
+	for i, s := len(g.Ops)-1, best; i >= 0; i, s = i-1, s.prev {
+		assign[i] = s.dev
+	}
+	return assign, best.cost, true
+}
+
+// Evaluate is the cost of a given assignment under the problem's model, with
+// the same copy rule as Solve. It is the brute-force check's yardstick.
+func Evaluate(p *Problem, assign []int) (float64, bool) {
+	g := p.Graph
+	producer := make([]int, len(g.Values))
+	for _, op := range g.Ops {
+		producer[op.Out] = op.ID
+	}
+	held := map[[2]int]bool{}
+	var c float64
+	for _, op := range g.Ops {
+		d := assign[op.ID]
+		t := p.OpTime[op.ID][d]
+		if t < 0 {
+			return math.Inf(1), false
+		}
+		c += t
+		if p.Penalty != nil && op.Weight != nil {
+			c += p.Penalty[d] * float64(op.Weight.Bytes())
+		}
+		for _, in := range op.In {
+			home := assign[producer[in]]
+			if home != d && !held[[2]int{in, d}] {
+				held[[2]int{in, d}] = true
+				c += p.CopyTime(in, home, d)
+			}
+		}
+	}
+	return c, true
+}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }

@@ -1,0 +1,122 @@
+package planner
+
+import (
+	"fmt"
+	"time"
+
+	"hybrid/devices"
+	"hybrid/devices/sim"
+	"hybrid/ops"
+)
+
+// Costs predicts op and copy times. For each device it uses, in order: a
+// measurement from `hybrid profile` for the op's kind and shape; the device's
+// hardware profile (simulated devices); a roofline estimate from the op's
+// FLOPs and bytes with the default rates for its kind, which the plan says is
+// an estimate.
+type Costs struct {
+	Profile  *Profile      // measured; may be nil
+	Hardware *sim.Hardware // the profile simulated devices come from; may be nil
+}
+
+// Default roofline rates by device kind, used only where nothing better is
+// known. The CPU's are this project's 2-core CI machine measured with
+// `go test -bench MatVecCold ./devices/cpu/kernels` (about 20 GB/s of
+// quantized weights through the kernels) and a conservative 50 GFLOP/s.
+var defaultRates = map[string]struct {
+	bytesPerSec, flopsPerSec float64
+	launch                   time.Duration
+}{
+	"cpu": {20e9, 50e9, 2 * time.Microsecond},
+}
+
+// hostCopy is the default cost of copying f32 between two host devices
+// (memcpy out and in, about 10 GB/s with the fixed cost of a call).
+const (
+	hostCopyLatency = 2 * time.Microsecond
+	hostCopyRate    = 10e9
+)
+
+func (c *Costs) spec(d devices.Info) *sim.Spec {
+	if !d.Simulated || c.Hardware == nil {
+		return nil
+	}
+	if s, ok := c.Hardware.Spec(simName(d.Name)); ok {
+		return s
+	}
+	return nil
+}
+
+func simName(name string) string {
+	if len(name) > 4 && name[:4] == "sim:" {
+		return name[4:]
+	}
+	return name
+}
+
+// OpTime predicts op's time on d and says where the number comes from.
+func (c *Costs) OpTime(d devices.Info, op *ops.Op, tokens int) (time.Duration, string) {
+	if c.Profile != nil {
+		if t, ok := c.Profile.OpTime(d, op, tokens); ok {
+			return t, "measured"
+		}
+	}
+	if s := c.spec(d); s != nil {
+		return s.OpTime(op), "simulated"
+	}
+	r, ok := defaultRates[d.Kind]
+	if !ok {
+		r = defaultRates["cpu"]
+	}
+	bytes := float64(op.Cost.BytesRead + op.Cost.BytesWritten)
+	sec := max(bytes/r.bytesPerSec, float64(op.Cost.FLOPs)/r.flopsPerSec)
+	return r.launch + time.Duration(sec*1e9), "roofline"
+}
+
+// CopyTime predicts the time of copying bytes of f32 from one device to
+// another ("host" stands for the host memory in the per-op ablation).
+func (c *Costs) CopyTime(from, to devices.Info, bytes int64) time.Duration {
+	if from.Name == to.Name {
+		return 0
+	}
+	if c.Profile != nil {
+		if t, ok := c.Profile.CopyTime(from, to, bytes); ok {
+			return t
+		}
+	}
+	if c.Hardware != nil && (from.Simulated || to.Simulated) {
+		f, t := c.hwName(from), c.hwName(to)
+		if d, err := c.Hardware.CopyTime(f, t, bytes); err == nil {
+			return d
+		}
+	}
+	return hostCopyLatency + time.Duration(float64(bytes)/hostCopyRate*1e9)
+}
+
+// hwName maps a device to its name in the hardware profile: a simulated
+// device by its own name, the host (and real CPUs) by the profile's CPU.
+func (c *Costs) hwName(d devices.Info) string {
+	if d.Simulated {
+		return simName(d.Name)
+	}
+	for _, s := range c.Hardware.Devices {
+		if s.Kind == "cpu" {
+			return s.Name
+		}
+	}
+	return d.Name
+}
+
+// hostInfo is the pseudo-device of host memory for the per-op ablation.
+func hostInfo(c *Costs) devices.Info {
+	return devices.Info{Name: Host, Kind: "cpu"}
+}
+
+func describe(d devices.Info) string {
+	if d.Simulated {
+		return d.Name + " (simulated)"
+	}
+	return d.Name
+}
+
+var _ = fmt.Sprintf

@@ -1,0 +1,252 @@
+// Package planner decides, op by op, which device runs what: it turns a
+// model's op graph, the devices present, a cost model and a policy into a
+// Plan, a device for every op and the copies that follow from it, with the
+// predicted time of each and the reasons.
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"hybrid/devices"
+	"hybrid/ops"
+)
+
+// Plan is a placement of one step's graph.
+type Plan struct {
+	Policy  string
+	Graph   *ops.Graph
+	Devices []devices.Info
+	// Device[i] is the name of the device of Graph.Ops[i].
+	Device []string
+	// Estimates[i][j] is the predicted time of op i on Devices[j], or -1
+	// where the device cannot run it under the policy.
+	Estimates [][]time.Duration
+	// Source[i][j] says where Estimates[i][j] comes from: "measured",
+	// "simulated" or "roofline".
+	Source    [][]string
+	Transfers []Transfer
+	// PerOp is true for the ablation plan: every op's inputs are copied from
+	// the host and its output back, as a naive integration does.
+	PerOp bool
+	// Predicted is the total predicted time of the step: every op plus every
+	// copy, one after another.
+	Predicted time.Duration
+	// Memory is the bytes each device holds under the plan (weights, KV
+	// cache, activation values), by device name.
+	Memory map[string]int64
+	Notes  []string
+}
+
+// Transfer is one copy of a value to a device other than its producer's.
+type Transfer struct {
+	Value      int    // value id
+	FromOp     int    // op that produced it
+	FromDevice string // its producer's device
+	ToDevice   string
+	ToOps      []int // the ops on ToDevice that read it
+	Bytes      int64
+	Time       time.Duration
+}
+
+// Host is the device name the per-op ablation copies through.
+const Host = "host"
+
+// DeviceIndex returns the index of the named device in p.Devices, or -1.
+func (p *Plan) DeviceIndex(name string) int {
+	for i, d := range p.Devices {
+		if d.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// OpTime is the predicted time of op i where the plan puts it.
+func (p *Plan) OpTime(i int) time.Duration {
+	j := p.DeviceIndex(p.Device[i])
+	if j < 0 {
+		return 0
+	}
+	return p.Estimates[i][j]
+}
+
+// DeviceSummary is one device's share of a plan.
+type DeviceSummary struct {
+	Device    string
+	Simulated bool
+	Ops       int
+	Predicted time.Duration // its ops' predicted time
+	Memory    int64
+}
+
+// Summary sums the plan per device, in the order of p.Devices, skipping
+// devices with no ops.
+func (p *Plan) Summary() []DeviceSummary {
+	var out []DeviceSummary
+	for j, d := range p.Devices {
+		s := DeviceSummary{Device: d.Name, Simulated: d.Simulated, Memory: p.Memory[d.Name]}
+		for i := range p.Graph.Ops {
+			if p.Device[i] == d.Name {
+				s.Ops++
+				s.Predicted += p.Estimates[i][j]
+			}
+		}
+		if s.Ops > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TransferBytes is the total bytes the plan's copies move in one step.
+func (p *Plan) TransferBytes() int64 {
+	var n int64
+	for _, t := range p.Transfers {
+		n += t.Bytes
+	}
+	return n
+}
+
+// Placement returns the number of ops on each device.
+func (p *Plan) Placement() map[string]int {
+	m := map[string]int{}
+	for _, d := range p.Device {
+		m[d]++
+	}
+	return m
+}
+
+// ByName returns the plan's devices keyed by op name, so that the placement
+// of a decode step can be applied to a prefill step's graph (the same ops,
+// other shapes, plus last_token).
+func (p *Plan) ByName() map[string]string {
+	m := make(map[string]string, len(p.Device))
+	for i, op := range p.Graph.Ops {
+		m[op.Name] = p.Device[i]
+	}
+	return m
+}
+
+// Assign places graph g's ops by name from a plan made for another step of the
+// same model; an op the plan does not name (last_token in a prefill) goes
+// where its first input's producer is.
+func Assign(byName map[string]string, g *ops.Graph) ([]string, error) {
+	out := make([]string, len(g.Ops))
+	producer := make([]int, len(g.Values))
+	for _, op := range g.Ops {
+		producer[op.Out] = op.ID
+	}
+	for i, op := range g.Ops {
+		if d, ok := byName[op.Name]; ok {
+			out[i] = d
+			continue
+		}
+		if len(op.In) == 0 {
+			return nil, fmt.Errorf("planner: the plan does not place op %s", op)
+		}
+		out[i] = out[producer[op.In[0]]]
+	}
+	return out, nil
+}
+
+// transfersFor lists the copies a placement causes: each value read on a
+// device other than its producer's is copied there once.
+func transfersFor(g *ops.Graph, assign []string, copyTime func(from, to string, bytes int64) time.Duration) []Transfer {
+	producer := make([]int, len(g.Values))
+	for _, op := range g.Ops {
+		producer[op.Out] = op.ID
+	}
+	type key struct {
+		v  int
+		to string
+	}
+	idx := map[key]int{}
+	var ts []Transfer
+	for _, op := range g.Ops {
+		seen := map[int]bool{}
+		for _, in := range op.In {
+			if seen[in] {
+				continue
+			}
+			seen[in] = true
+			from := assign[producer[in]]
+			to := assign[op.ID]
+			if from == to {
+				continue
+			}
+			k := key{in, to}
+			if i, ok := idx[k]; ok {
+				ts[i].ToOps = append(ts[i].ToOps, op.ID)
+				continue
+			}
+			b := g.Values[in].Bytes()
+			idx[k] = len(ts)
+			ts = append(ts, Transfer{Value: in, FromOp: producer[in], FromDevice: from, ToDevice: to,
+				ToOps: []int{op.ID}, Bytes: b, Time: copyTime(from, to, b)})
+		}
+	}
+	return ts
+}
+
+// perOpTransfers lists the ablation's copies: every input from the host to
+// the op's device and every output back, for ops not on a host device.
+func perOpTransfers(g *ops.Graph, assign []string, isHost func(string) bool, copyTime func(from, to string, bytes int64) time.Duration) []Transfer {
+	producer := make([]int, len(g.Values))
+	for _, op := range g.Ops {
+		producer[op.Out] = op.ID
+	}
+	var ts []Transfer
+	for _, op := range g.Ops {
+		d := assign[op.ID]
+		if isHost(d) {
+			continue
+		}
+		for _, in := range op.In {
+			b := g.Values[in].Bytes()
+			ts = append(ts, Transfer{Value: in, FromOp: producer[in], FromDevice: Host, ToDevice: d,
+				ToOps: []int{op.ID}, Bytes: b, Time: copyTime(Host, d, b)})
+		}
+		b := g.Values[op.Out].Bytes()
+		ts = append(ts, Transfer{Value: op.Out, FromOp: op.ID, FromDevice: d, ToDevice: Host,
+			Bytes: b, Time: copyTime(d, Host, b)})
+	}
+	return ts
+}
+
+// memoryFor is what each device holds under a placement: each weight once,
+// the KV cache of its attention ops, and the values its ops produce or receive
+// (an upper bound: buffers are reused as values die).
+func memoryFor(g *ops.Graph, assign []string, kvBytes func(*ops.Op) int64) map[string]int64 {
+	mem := map[string]int64{}
+	weights := map[string]bool{}
+	for i, op := range g.Ops {
+		d := assign[i]
+		if op.Weight != nil && !weights[d+"\x00"+op.Weight.Name] {
+			weights[d+"\x00"+op.Weight.Name] = true
+			mem[d] += op.Weight.Bytes()
+		}
+		if op.Kind == ops.Attention {
+			mem[d] += kvBytes(op)
+		}
+		mem[d] += g.Values[op.Out].Bytes()
+	}
+	return mem
+}
+
+// KVCacheBytes is the f16 KV cache of one attention op (the CPU device's
+// layout; other devices declare theirs the same way).
+func KVCacheBytes(op *ops.Op) int64 {
+	a := op.Attn
+	return 2 * 2 * int64(a.Context) * int64(a.KVHeads*a.HeadDim)
+}
+
+func sortedNames(m map[string]int64) []string {
+	var ns []string
+	for n := range m {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}

@@ -1,0 +1,255 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"hybrid/devices"
+	"hybrid/ops"
+)
+
+// Candidate is a device the planner may use: what it is and which ops it
+// can run.
+type Candidate struct {
+	Info     devices.Info
+	Supports func(*ops.Op) error
+}
+
+// Candidates wraps devices for the planner.
+func Candidates(devs []devices.Device) []Candidate {
+	out := make([]Candidate, len(devs))
+	for i, d := range devs {
+		out[i] = Candidate{Info: d.Info(), Supports: d.Supports}
+	}
+	return out
+}
+
+// ErrNoPlan is wrapped when no placement satisfies the policy.
+var ErrNoPlan = errors.New("no plan fits")
+
+// Make plans graph g on the candidate devices under policy pol with cost
+// model c. A policy with pins or a single device leaves no choice for those
+// ops; everything else is placed to minimise the predicted step time (ops plus
+// copies) under each device's memory budget. The result is never predicted
+// slower than the best single-device plan the policy allows.
+func Make(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, error) {
+	p, prob, caps, err := prepare(g, cands, pol, c)
+	if err != nil {
+		return nil, err
+	}
+	assign, err := solveWithin(prob, caps, func(a []int) map[string]int64 {
+		return memoryFor(g, names(p.Devices, a), KVCacheBytes)
+	}, p.Devices)
+	if err != nil {
+		return nil, fmt.Errorf("planner: policy %s: %w", pol.Name, err)
+	}
+	p.Device = names(p.Devices, assign)
+	p.finish(c)
+	return p, nil
+}
+
+// Apply costs a given placement (device names per op) of graph g, as Make
+// would have, without choosing it: a decode plan applied to a prefill step.
+func Apply(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, assign []string) (*Plan, error) {
+	p, _, _, err := prepare(g, cands, pol, c)
+	if err != nil {
+		return nil, err
+	}
+	for i, d := range assign {
+		if p.DeviceIndex(d) < 0 {
+			return nil, fmt.Errorf("planner: op %s is placed on %s, which is not a candidate device", g.Ops[i], d)
+		}
+	}
+	p.Device = assign
+	p.finish(c)
+	return p, nil
+}
+
+// prepare estimates every op on every candidate and sets up the problem.
+func prepare(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, *Problem, []int64, error) {
+	if len(cands) == 0 {
+		return nil, nil, nil, fmt.Errorf("planner: no devices: %w", ErrNoPlan)
+	}
+	if len(cands) > 16 {
+		return nil, nil, nil, fmt.Errorf("planner: %d devices; at most 16 are supported", len(cands))
+	}
+	infos := make([]devices.Info, len(cands))
+	for j, cd := range cands {
+		infos[j] = cd.Info
+	}
+	p := &Plan{Policy: pol.Name, Graph: g, Devices: infos, PerOp: pol.Transfers == "per-op"}
+	n := len(g.Ops)
+	p.Estimates = make([][]time.Duration, n)
+	p.Source = make([][]string, n)
+	opTime := make([][]float64, n)
+	for i, op := range g.Ops {
+		p.Estimates[i] = make([]time.Duration, len(cands))
+		p.Source[i] = make([]string, len(cands))
+		opTime[i] = make([]float64, len(cands))
+		allowed := map[string]bool{}
+		for _, name := range pol.Candidates(op, infos) {
+			allowed[name] = true
+		}
+		any := false
+		var why []string
+		for j, cd := range cands {
+			t, src := c.OpTime(cd.Info, op, g.Tokens)
+			p.Estimates[i][j], p.Source[i][j] = t, src
+			opTime[i][j] = t.Seconds()
+			if !allowed[cd.Info.Name] {
+				opTime[i][j] = -1
+				continue
+			}
+			if err := cd.Supports(op); err != nil {
+				opTime[i][j] = -1
+				why = append(why, fmt.Sprintf("%s: %v", cd.Info.Name, err))
+				continue
+			}
+			any = true
+		}
+		if !any {
+			return nil, nil, nil, fmt.Errorf("planner: policy %s leaves no device for op %s %v: %w", pol.Name, op, why, ErrNoPlan)
+		}
+	}
+	prob := &Problem{Graph: g, OpTime: opTime, Devices: len(cands), CopyTime: func(v, from, to int) float64 {
+		return p.copyTime(c, infos[from].Name, infos[to].Name, g.Values[v].Bytes()).Seconds()
+	}}
+	if p.PerOp {
+		// The ablation does not optimise copies away: each op goes to the
+		// device the policy allows that computes it fastest.
+		prob.CopyTime = func(v, from, to int) float64 { return 0 }
+	}
+	caps := make([]int64, len(cands))
+	for j, cd := range cands {
+		caps[j] = cd.Info.Memory
+		if m := pol.MemoryCap(cd.Info); m > 0 && (caps[j] == 0 || m < caps[j]) {
+			caps[j] = m
+		}
+	}
+	return p, prob, caps, nil
+}
+
+func (p *Plan) copyTime(c *Costs, from, to string, bytes int64) time.Duration {
+	host := hostInfo(c)
+	fi, ti := host, host
+	if j := p.DeviceIndex(from); j >= 0 {
+		fi = p.Devices[j]
+	}
+	if j := p.DeviceIndex(to); j >= 0 {
+		ti = p.Devices[j]
+	}
+	return c.CopyTime(fi, ti, bytes)
+}
+
+// finish derives the transfers, predicted time, memory and notes of the
+// placement in p.Device.
+func (p *Plan) finish(c *Costs) {
+	g := p.Graph
+	ct := func(from, to string, bytes int64) time.Duration { return p.copyTime(c, from, to, bytes) }
+	if p.PerOp {
+		p.Transfers = perOpTransfers(g, p.Device, func(string) bool { return false }, ct)
+	} else {
+		p.Transfers = transfersFor(g, p.Device, ct)
+	}
+	p.Predicted = 0
+	for i := range g.Ops {
+		p.Predicted += p.OpTime(i)
+	}
+	for _, t := range p.Transfers {
+		p.Predicted += t.Time
+	}
+	p.Memory = memoryFor(g, p.Device, KVCacheBytes)
+	for i := range g.Ops {
+		j := p.DeviceIndex(p.Device[i])
+		if p.Source[i][j] == "roofline" {
+			p.Notes = append(p.Notes, fmt.Sprintf("no measurement for %s on %s: its times are roofline estimates from FLOPs and bytes (run `hybrid profile`)", g.Ops[i].Kind, describe(p.Devices[j])))
+			break
+		}
+	}
+}
+
+func names(infos []devices.Info, a []int) []string {
+	out := make([]string, len(a))
+	for i, j := range a {
+		out[i] = infos[j].Name
+	}
+	return out
+}
+
+// solveWithin solves the problem under memory caps (0 = none). The exact
+// optimum is taken when it fits; otherwise a per-byte price on the weights of
+// each over-budget device is raised until the solution fits (Lagrangian
+// relaxation), and the best fitting plan seen, including every fitting
+// single-device plan, wins.
+func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int64, infos []devices.Info) ([]int, error) {
+	fits := func(a []int) (bool, []int) {
+		mem := memory(a)
+		var over []int
+		for j, c := range caps {
+			if c > 0 && mem[infos[j].Name] > c {
+				over = append(over, j)
+			}
+		}
+		return len(over) == 0, over
+	}
+	var best []int
+	bestCost := math.Inf(1)
+	consider := func(a []int) {
+		if a == nil {
+			return
+		}
+		if ok, _ := fits(a); !ok {
+			return
+		}
+		saved := prob.Penalty
+		prob.Penalty = nil
+		c, ok := Evaluate(prob, a)
+		prob.Penalty = saved
+		if ok && c < bestCost {
+			best, bestCost = a, c
+		}
+	}
+	// Single-device plans: the floor the result must not be worse than.
+	for d := range infos {
+		a := make([]int, len(prob.Graph.Ops))
+		ok := true
+		for i := range a {
+			if prob.OpTime[i][d] < 0 {
+				ok = false
+				break
+			}
+			a[i] = d
+		}
+		if ok {
+			consider(a)
+		}
+	}
+	a, _, ok := Solve(prob)
+	if !ok {
+		return nil, ErrNoPlan
+	}
+	consider(a)
+	if fit, over := fits(a); !fit {
+		prob.Penalty = make([]float64, len(infos))
+		price := 1e-12 // seconds per byte
+		for iter := 0; iter < 60 && !fit; iter++ {
+			for _, j := range over {
+				prob.Penalty[j] += price
+			}
+			price *= 2
+			a, _, ok = Solve(prob)
+			if !ok {
+				break
+			}
+			consider(a)
+			fit, over = fits(a)
+		}
+		prob.Penalty = nil
+	}
+	if best == nil {
+		return nil, fmt.Errorf("no placement fits the devices' memory (caps %v): %w", caps, ErrNoPlan)
+	}
+	return best, nil
+}

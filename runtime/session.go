@@ -1,0 +1,157 @@
+package runtime
+
+import (
+	"fmt"
+	"time"
+
+	"hybrid/devices"
+	"hybrid/devices/sim"
+	"hybrid/models/llama"
+	"hybrid/planner"
+)
+
+// SessionOptions say how to set a model up on this machine's devices.
+type SessionOptions struct {
+	Policy   string // policy name or file; "" is cpu-only
+	Hardware string // hardware profile (name or file) whose devices are simulated; "" for none
+	Profile  string // measured cost profile file; "" for none
+	Threads  int    // CPU threads per CPU device
+	CPUs     int    // separate CPU devices ("cpu", "cpu:1", ...)
+	Context  int
+	PerOp    bool // force the per-op transfer ablation
+}
+
+// Session is a model placed on devices by a policy: the plan for a decode
+// step and an executor that runs it.
+type Session struct {
+	Model    *llama.Model
+	Devices  []devices.Device
+	Missing  []devices.Missing
+	Hardware *sim.Hardware
+	Policy   *planner.Policy
+	Costs    *planner.Costs
+	Plan     *planner.Plan // of a decode step
+	Exec     *Executor
+}
+
+// Devices finds this machine's devices plus, with a hardware profile, its
+// simulated devices. A profile describes a whole machine, so a real device
+// of a kind the profile also has (its CPU) is left out: the plan is for that
+// machine.
+func Devices(o SessionOptions) ([]devices.Device, []devices.Missing, *sim.Hardware, error) {
+	devs, missing := devices.Discover(devices.Options{Threads: o.Threads, CPUs: o.CPUs})
+	if o.Hardware == "" {
+		return devs, missing, nil, nil
+	}
+	hw, err := sim.LoadHardware(o.Hardware)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	kinds := map[string]bool{}
+	for _, s := range hw.Devices {
+		kinds[s.Kind] = true
+	}
+	var kept []devices.Device
+	for _, d := range devs {
+		if kinds[d.Info().Kind] {
+			d.Close()
+			continue
+		}
+		kept = append(kept, d)
+	}
+	return append(kept, sim.Open(hw, o.Threads)...), missing, hw, nil
+}
+
+// NewSession places m on the devices by the policy and prepares to run it.
+func NewSession(m *llama.Model, o SessionOptions) (*Session, error) {
+	s := &Session{Model: m}
+	var err error
+	if s.Devices, s.Missing, s.Hardware, err = Devices(o); err != nil {
+		return nil, err
+	}
+	name := o.Policy
+	if name == "" {
+		name = "cpu-only"
+	}
+	if s.Policy, err = planner.LoadPolicy(name); err != nil {
+		return nil, err
+	}
+	if o.PerOp {
+		s.Policy.Transfers = "per-op"
+	}
+	infos := make([]devices.Info, len(s.Devices))
+	for i, d := range s.Devices {
+		infos[i] = d.Info()
+	}
+	why := map[string]string{}
+	for _, mi := range s.Missing {
+		why[mi.Kind] = mi.Why
+	}
+	if err := s.Policy.Check(infos, why); err != nil {
+		return nil, err
+	}
+	s.Costs = &planner.Costs{Hardware: s.Hardware}
+	if o.Profile != "" {
+		if s.Costs.Profile, err = planner.LoadProfile(o.Profile); err != nil {
+			return nil, err
+		}
+	}
+	ctx := o.Context
+	if ctx <= 0 {
+		ctx = m.Config.Context
+	}
+	g, err := m.Graph(1, 0, ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.Plan, err = planner.Make(g, planner.Candidates(s.Devices), s.Policy, s.Costs); err != nil {
+		return nil, err
+	}
+	// Only the devices the plan uses take part.
+	used := s.Plan.Placement()
+	var devs []devices.Device
+	for _, d := range s.Devices {
+		if used[d.Name()] > 0 {
+			devs = append(devs, d)
+		}
+	}
+	s.Exec, err = NewPlanExecutor(m, devs, ctx, Options{
+		Placement: s.Plan.ByName(),
+		PerOp:     s.Plan.PerOp,
+		CopyTime:  s.Costs.CopyTime,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// PlanFor returns the plan's placement applied to a step of n tokens, with
+// its own predicted times (a prefill's ops are costed at their own shapes).
+func (s *Session) PlanFor(n int) (*planner.Plan, error) {
+	g, err := s.Model.Graph(n, 0, s.Exec.Context())
+	if err != nil {
+		return nil, err
+	}
+	assign, err := planner.Assign(s.Plan.ByName(), g)
+	if err != nil {
+		return nil, err
+	}
+	return planner.Apply(g, planner.Candidates(s.Devices), s.Policy, s.Costs, assign)
+}
+
+// Close releases every device.
+func (s *Session) Close() {
+	for _, d := range s.Devices {
+		d.Close()
+	}
+}
+
+// Timing compares a run's measured time per step with the plan's prediction.
+func Timing(pred time.Duration, measured time.Duration, steps int) string {
+	if steps == 0 {
+		return "no steps"
+	}
+	per := measured / time.Duration(steps)
+	return fmt.Sprintf("predicted %.3f ms/step, measured %.3f ms/step", float64(pred)/1e6, float64(per)/1e6)
+}
