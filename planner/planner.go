@@ -43,6 +43,11 @@ func Make(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, error)
 		return memoryFor(g, names(p.Devices, a), KVCacheBytes)
 	}, p.Devices)
 	if err != nil {
+		for j, d := range p.Devices {
+			if l := pol.CapLine(d); l > 0 {
+				return nil, fmt.Errorf("%s:%d: memory cap of %s (%s): %w", pol.Path, l, d.Name, bytesStr(caps[j]), err)
+			}
+		}
 		return nil, fmt.Errorf("planner: policy %s: %w", pol.Name, err)
 	}
 	p.Device = names(p.Devices, assign)
@@ -249,7 +254,12 @@ func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int6
 		prob.Penalty = nil
 	}
 	if best == nil {
-		return nil, fmt.Errorf("no placement fits the devices' memory (caps %v): %w", caps, ErrNoPlan)
+		need := memory(make([]int, len(prob.Graph.Ops)))
+		var total int64
+		for _, v := range need {
+			total += v
+		}
+		return nil, fmt.Errorf("no placement fits the devices' memory (the model needs %s in all): %w", bytesStr(total), ErrNoPlan)
 	}
 	return best, nil
 }

@@ -165,13 +165,13 @@ func ParsePolicy(data []byte, path string) (*Policy, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fail(1, "empty policy file")
 		}
-		return nil, fmt.Errorf("%s: %s", path, yamlErr(err))
+		return nil, fmt.Errorf("%s:%s", path, yamlErr(err))
 	}
 	var pf policyFile
 	dec = yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&pf); err != nil {
-		return nil, fmt.Errorf("%s: %s", path, yamlErr(err))
+		return nil, fmt.Errorf("%s:%s", path, yamlErr(err))
 	}
 	p := &Policy{Name: pf.Name, Path: path, Description: pf.Description, Devices: pf.Devices, Exclude: pf.Exclude,
 		Memory: map[string]int64{}, Transfers: pf.Transfers, lines: map[string]int{}}
@@ -272,13 +272,20 @@ func yamlErr(err error) string {
 	if rest, ok := strings.CutPrefix(msg, "unmarshal errors:\n  "); ok {
 		msg = rest
 	}
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if i := strings.Index(rest, ": "); i > 0 {
-			msg = rest[:i] + ": " + strings.Replace(rest[i+2:], "not found in type planner.", "unknown in ", 1)
-		}
+	msg = strings.TrimPrefix(msg, "line ")
+	msg = fieldRe.ReplaceAllString(msg, `unknown key "$1"`)
+	msg = typeRe.ReplaceAllString(msg, "")
+	if !lineRe.MatchString(msg) {
+		msg = "1: " + msg
 	}
-	return strings.ReplaceAll(msg, "field ", "key ")
+	return msg
 }
+
+var (
+	fieldRe = regexp.MustCompile(`field (\S+) not found in type \S+`)
+	typeRe  = regexp.MustCompile(` into planner\.\w+`)
+	lineRe  = regexp.MustCompile(`^\d+: `)
+)
 
 // nodeLine finds the line of a mapping key (string) or sequence item (int)
 // path in a YAML tree; the deepest found, or 1.
@@ -446,6 +453,16 @@ func (p *Policy) Candidates(op *ops.Op, devs []devices.Info) []string {
 		}
 	}
 	return out
+}
+
+// CapLine is the line of the memory cap that applies to d, for errors.
+func (p *Policy) CapLine(d devices.Info) int {
+	for r := range p.Memory {
+		if r == d.Name || r == d.Kind {
+			return p.lines["memory:"+r]
+		}
+	}
+	return 0
 }
 
 // MemoryCap is the smallest cap whose reference matches d (0: none).
