@@ -236,7 +236,8 @@ func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int6
 		return nil, ErrNoPlan
 	}
 	consider(a)
-	if fit, over := fits(a); !fit {
+	fit0, over0 := fits(a)
+	if fit, over := fit0, over0; !fit {
 		prob.Penalty = make([]float64, len(infos))
 		price := 1e-12 // seconds per byte
 		for iter := 0; iter < 60 && !fit; iter++ {
@@ -253,6 +254,28 @@ func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int6
 		}
 		prob.Penalty = nil
 	}
+	if !fit0 {
+		// Identical layers all flip at the same price, so the relaxation can
+		// jump from "everything there" to "nothing there". Also try what
+		// users do by hand with llama.cpp's -ngl: the over-budget device
+		// keeps only the first (or the last) k layers, for every k.
+		layers := 0
+		for _, op := range prob.Graph.Ops {
+			layers = max(layers, op.Layer+1)
+		}
+		saved := prob.OpTime
+		for _, j := range over0 {
+			for k := layers; k >= 0; k-- {
+				for _, prefix := range []bool{true, false} {
+					prob.OpTime = restrict(saved, prob.Graph, j, k, layers, prefix)
+					if a, _, ok := Solve(prob); ok {
+						consider(a)
+					}
+				}
+			}
+		}
+		prob.OpTime = saved
+	}
 	if best == nil {
 		need := memory(make([]int, len(prob.Graph.Ops)))
 		var total int64
@@ -262,4 +285,20 @@ func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int6
 		return nil, fmt.Errorf("no placement fits the devices' memory (the model needs %s in all): %w", bytesStr(total), ErrNoPlan)
 	}
 	return best, nil
+}
+
+// restrict forbids device j every block outside the first k layers (prefix)
+// or the last k (suffix); ops outside the blocks stay allowed.
+func restrict(t [][]float64, g *ops.Graph, j, k, layers int, prefix bool) [][]float64 {
+	out := make([][]float64, len(t))
+	for i, op := range g.Ops {
+		out[i] = t[i]
+		in := op.Layer < 0 || (prefix && op.Layer < k) || (!prefix && op.Layer >= layers-k)
+		if !in && t[i][j] >= 0 {
+			row := append([]float64(nil), t[i]...)
+			row[j] = -1
+			out[i] = row
+		}
+	}
+	return out
 }

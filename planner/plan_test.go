@@ -1,0 +1,260 @@
+package planner
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"hybrid/devices"
+	"hybrid/devices/sim"
+	"hybrid/models/builtin"
+	"hybrid/models/gguf"
+	"hybrid/models/llama"
+	"hybrid/models/quant"
+	"hybrid/models/synth"
+	"hybrid/ops"
+)
+
+func builtinGraph(t *testing.T, n int) *ops.Graph {
+	t.Helper()
+	f, err := gguf.Parse(builtin.Model(), builtin.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := llama.FromFile(f, builtin.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := m.Graph(n, 0, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func m4(t *testing.T) (*sim.Hardware, []Candidate) {
+	t.Helper()
+	hw, err := sim.LoadHardware("m4-pro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hw, Candidates(sim.Open(hw, 1))
+}
+
+// handOpTime is the roofline of configs/hardware/m4-pro.yaml written out
+// again: launch + max(bytes/(bandwidth·eff), flops/(tflops·eff)), plus for
+// the fp16 Neural Engine the activations once more at full bandwidth.
+func handOpTime(op *ops.Op, dev string) float64 {
+	type hw struct {
+		bw, tf, launch float64
+		eff            map[string]float64
+		fp16           bool
+	}
+	specs := map[string]hw{
+		"sim:metal": {273e9, 9.2e12, 6e-6, map[string]float64{"mat_mul": 0.75, "attention": 0.4, "rms_norm": 0.3, "rope": 0.3,
+			"silu_mul": 0.5, "add": 0.5, "embed": 0.3, "last_row": 0.3}, false},
+		"sim:coreml": {120e9, 19e12, 150e-6, map[string]float64{"mat_mul": 0.15, "rms_norm": 0.5, "rope": 0.5, "silu_mul": 0.9,
+			"add": 0.9, "last_row": 0.5}, true},
+		"sim:cpu": {120e9, 0.8e12, 2e-6, map[string]float64{"mat_mul": 0.6, "attention": 0.5}, false},
+	}
+	s := specs[dev]
+	eff, ok := s.eff[op.Kind.String()]
+	if !ok {
+		eff = 0.5
+	}
+	b := float64(op.Cost.BytesRead + op.Cost.BytesWritten)
+	t := s.launch + math.Max(b/(s.bw*eff), float64(op.Cost.FLOPs)/(s.tf*eff))
+	if s.fp16 {
+		act := float64(op.Cost.BytesWritten)
+		if op.Weight == nil {
+			act += float64(op.Cost.BytesRead)
+		}
+		t += act / s.bw
+	}
+	return t
+}
+
+// handLink is m4-pro.yaml's links: latency and bandwidth per pair.
+func handLink(a, b string, bytes int64) float64 {
+	type l struct{ lat, bw float64 }
+	links := map[[2]string]l{
+		{"sim:cpu", "sim:metal"}:    {10e-6, 100e9},
+		{"sim:cpu", "sim:coreml"}:   {40e-6, 60e9},
+		{"sim:metal", "sim:coreml"}: {40e-6, 60e9},
+	}
+	k, ok := links[[2]string{a, b}]
+	if !ok {
+		k = links[[2]string{b, a}]
+	}
+	return k.lat + float64(bytes)/k.bw
+}
+
+// TestMacPlansAgainstHandCalculation plans the built-in model's decode step
+// on the simulated M4 Pro with metal-only and mac-hybrid and checks each
+// predicted time against the same sums done by hand from the profile's
+// numbers.
+func TestMacPlansAgainstHandCalculation(t *testing.T) {
+	g := builtinGraph(t, 1)
+	hw, cands := m4(t)
+	c := &Costs{Hardware: hw}
+	for _, name := range []string{"metal-only", "mac-hybrid"} {
+		pol, err := LoadPolicy(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Make(g, cands, pol, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		producer := make([]int, len(g.Values))
+		for _, op := range g.Ops {
+			producer[op.Out] = op.ID
+		}
+		var want float64
+		copied := map[[2]int]bool{}
+		for i, op := range g.Ops {
+			d := p.Device[i]
+			if name == "metal-only" && d != "sim:metal" {
+				t.Fatalf("metal-only put %s on %s", op, d)
+			}
+			if name == "mac-hybrid" {
+				switch op.Kind {
+				case ops.MatMul, ops.RMSNorm, ops.RoPE, ops.Attention:
+					if d != "sim:metal" {
+						t.Fatalf("mac-hybrid put %s on %s, want sim:metal", op, d)
+					}
+				case ops.SiLUMul:
+					if d != "sim:coreml" {
+						t.Fatalf("mac-hybrid put %s on %s, want sim:coreml", op, d)
+					}
+				case ops.Embed:
+					if d != "sim:cpu" {
+						t.Fatalf("mac-hybrid put %s on %s, want sim:cpu", op, d)
+					}
+				}
+			}
+			want += handOpTime(op, d)
+			for _, in := range op.In {
+				from := p.Device[producer[in]]
+				j := p.DeviceIndex(d)
+				if from != d && !copied[[2]int{in, j}] {
+					copied[[2]int{in, j}] = true
+					want += handLink(from, d, g.Values[in].Bytes())
+				}
+			}
+		}
+		got := p.Predicted.Seconds()
+		if math.Abs(got-want) > 1e-9*float64(len(g.Ops))+1e-12 {
+			t.Fatalf("%s: predicted %.9f s, by hand %.9f s", name, got, want)
+		}
+		t.Logf("%s: predicted %.3f ms per decode step (hand: %.3f ms), %d copies", name, got*1e3, want*1e3, len(p.Transfers))
+	}
+}
+
+// TestAutoNeverWorseThanSingleDevice plans with auto on the simulated H100
+// host and M4 Pro, for decode and prefill, and checks the result against
+// every single-device plan.
+func TestAutoNeverWorseThanSingleDevice(t *testing.T) {
+	auto, err := LoadPolicy("auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hwName := range []string{"m4-pro", "h100-sxm", "h100-pcie"} {
+		hw, err := sim.LoadHardware(hwName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cands := Candidates(sim.Open(hw, 1))
+		c := &Costs{Hardware: hw}
+		for _, n := range []int{1, 32, 0} {
+			g := tinyLlamaGraph(t)
+			if n > 0 {
+				g = builtinGraph(t, n)
+			}
+			start := time.Now()
+			p, err := Make(g, cands, auto, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			el := time.Since(start)
+			for _, cd := range cands {
+				one := &Policy{Name: "only", Devices: []string{cd.Info.Name}, Transfers: "boundary", Memory: map[string]int64{}}
+				q, err := Make(g, cands, one, c)
+				if err != nil {
+					continue // the device cannot run every op
+				}
+				if p.Predicted > q.Predicted {
+					t.Fatalf("%s n=%d: auto %v is worse than %s alone %v", hwName, n, p.Predicted, cd.Info.Name, q.Predicted)
+				}
+			}
+			t.Logf("%s n=%d: auto %v (%v to plan), placement %v", hwName, n, p.Predicted, el, p.Placement())
+		}
+	}
+}
+
+// tinyLlamaGraph is the decode graph of TinyLlama-1.1B's shape in Q4_0
+// (no weights needed to plan).
+func tinyLlamaGraph(t *testing.T) *ops.Graph {
+	t.Helper()
+	p, err := synth.LookupPreset("tinyllama-1.1b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft, err := synth.LookupFileType("Q4_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := p.Config()
+	types := map[string]quant.Type{}
+	for _, w := range cfg.Weights() {
+		types[w.Name] = quant.F32
+		if w.Rows > 1 {
+			types[w.Name] = ft.TensorType(w.Name, -1, cfg.Layers, w.Cols)
+		}
+	}
+	g, err := llama.Build(cfg, types, 1, 0, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestMemoryCapSplitsTheModel caps the simulated H100 so that TinyLlama's
+// weights do not all fit: the plan must respect the cap, and so split the
+// layers between GPU and host, as users hand-tune llama.cpp's -ngl.
+func TestMemoryCapSplitsTheModel(t *testing.T) {
+	g := tinyLlamaGraph(t)
+	hw, err := sim.LoadHardware("h100-sxm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands := Candidates(sim.Open(hw, 1))
+	var weights int64
+	for _, op := range g.Ops {
+		if op.Weight != nil {
+			weights += op.Weight.Bytes()
+		}
+	}
+	pol := &Policy{Name: "capped", Transfers: "boundary", Memory: map[string]int64{"cuda": weights / 2}}
+	p, err := Make(g, cands, pol, &Costs{Hardware: hw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Memory["sim:cuda"] > weights/2 {
+		t.Fatalf("sim:cuda holds %d bytes, cap %d", p.Memory["sim:cuda"], weights/2)
+	}
+	pl := p.Placement()
+	if pl["sim:cuda"] == 0 || pl["sim:cpu"] == 0 {
+		t.Fatalf("placement %v does not split", pl)
+	}
+	// Uncapped, the GPU takes everything and is faster.
+	free, err := Make(g, cands, &Policy{Name: "free", Transfers: "boundary", Memory: map[string]int64{}}, &Costs{Hardware: hw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free.Predicted > p.Predicted {
+		t.Fatalf("uncapped %v is slower than capped %v", free.Predicted, p.Predicted)
+	}
+	t.Logf("TinyLlama on h100-sxm: uncapped %v %v; GPU capped at half the weights %v %v", free.Predicted, free.Placement(), p.Predicted, p.Placement())
+	_ = devices.Info{}
+}
