@@ -16,6 +16,7 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 	hardware := fs.String("hardware", "", "hardware profile (name or YAML `file`) to plan for, simulated")
 	profile := fs.String("profile", "", "measured cost profile `file` from `hybrid profile`")
 	cpus := fs.Int("cpus", 0, "separate CPU devices")
+	threads := fs.Int("threads", 0, "CPU threads per CPU device; 0 uses every core")
 	tokens := fs.Int("tokens", 1, "tokens in the step to plan: 1 is a decode step, more a prefill")
 	ctx := fs.Int("ctx", 0, "context size; 0 uses the model's, at most 4096")
 	transfers := fs.String("transfers", "boundary", "boundary or per-op (the ablation)")
@@ -39,7 +40,7 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--tokens %d: want 1..%d", *tokens, min(c, runtime.MaxBatch))
 	}
 	sess, err := runtime.NewSession(m, runtime.SessionOptions{Policy: *policy, Hardware: *hardware, Profile: *profile,
-		CPUs: *cpus, Context: c, PerOp: *transfers == "per-op"})
+		CPUs: *cpus, Threads: *threads, Context: c, PerOp: *transfers == "per-op"})
 	if err != nil {
 		return err
 	}

@@ -96,3 +96,35 @@ func TestBadPoliciesFailCleanly(t *testing.T) {
 	oneLineError(t, []string{"run", "--policy", "no-such-policy"}, 1, "no-such-policy")
 	oneLineError(t, []string{"plan", "--hardware", "no-such-machine"}, 1, "no-such-machine")
 }
+
+// TestProfileFeedsThePlanner measures the built-in model on two CPU devices,
+// writes the profile, and plans with it: the plan's estimates must then be
+// measurements, not roofline guesses.
+func TestProfileFeedsThePlanner(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "profile.yaml")
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"profile", "--cpus", "2", "--threads", "1", "--steps", "2", "--prefill", "8", "-o", prof}, &stdout, &stderr); code != 0 {
+		t.Fatalf("profile: exit %d: %s", code, stderr.String())
+	}
+	stdout.Reset()
+	if code := Main([]string{"plan", "--policy", "auto", "--cpus", "2", "--threads", "1", "--profile", prof, "--format", "json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, stderr.String())
+	}
+	var plan struct {
+		PredictedMS float64 `json:"predicted_ms"`
+		Ops         []struct {
+			Source string `json:"source"`
+		} `json:"ops"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &plan); err != nil {
+		t.Fatal(err)
+	}
+	for i, op := range plan.Ops {
+		if op.Source != "measured" {
+			t.Fatalf("op %d's estimate is %q, not measured", i, op.Source)
+		}
+	}
+	if plan.PredictedMS <= 0 {
+		t.Fatal("no predicted time")
+	}
+}
