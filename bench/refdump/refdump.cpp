@@ -10,12 +10,27 @@
 #include "llama.h"
 
 #include <cmath>
+#include <cstring>
+#include <cstdint>
+#include "ggml.h"
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 static void quiet(enum ggml_log_level, const char *, void *) {}
+
+// REFDUMP_TENSORS=1 prints every graph tensor's name and f32 values (hex bits)
+// to stderr, for finding the first op where two implementations part.
+static bool dump(struct ggml_tensor * t, bool ask, void *) {
+    if (ask) return t->type == GGML_TYPE_F32;
+    const float * d = (const float *) t->data;
+    long n = ggml_nelements(t);
+    fprintf(stderr, "T %s %ld", t->name, n);
+    for (long i = 0; i < n; i++) { uint32_t u; memcpy(&u, d + i, 4); fprintf(stderr, " %08x", u); }
+    fprintf(stderr, "\n");
+    return true;
+}
 
 static void json_string(const std::string & s) {
     putchar('"');
@@ -58,6 +73,7 @@ int main(int argc, char ** argv) {
     cp.n_threads = threads;
     cp.n_threads_batch = threads;
     cp.flash_attn_type = fa == "on" ? LLAMA_FLASH_ATTN_TYPE_ENABLED : fa == "off" ? LLAMA_FLASH_ATTN_TYPE_DISABLED : LLAMA_FLASH_ATTN_TYPE_AUTO;
+    if (getenv("REFDUMP_TENSORS")) { cp.cb_eval = dump; cp.cb_eval_user_data = nullptr; }
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "refdump: cannot make a context\n"); return 1; }
     const llama_vocab * vocab = llama_model_get_vocab(model);

@@ -39,16 +39,22 @@ func Build(c Config, types map[string]quant.Type, n, past, ctx int) (*ops.Graph,
 			o.Attn = ops.AttnParams{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Context: ctx}
 		})
 		o := b.op(ops.MatMul, p+"attn_output", l, []int{a}, n, c.Dim, p+"attn_output.weight", nil)
-		x = b.op(ops.Add, p+"attn_residual", l, []int{x, o}, n, c.Dim, "", nil)
-		h = b.op(ops.RMSNorm, p+"ffn_norm", l, []int{x}, n, c.Dim, p+"ffn_norm.weight", nil)
-		gate := b.op(ops.MatMul, p+"ffn_gate", l, []int{h}, n, c.FFN, p+"ffn_gate.weight", nil)
-		up := b.op(ops.MatMul, p+"ffn_up", l, []int{h}, n, c.FFN, p+"ffn_up.weight", nil)
-		s := b.op(ops.SiLUMul, p+"ffn_silu_mul", l, []int{gate, up}, n, c.FFN, "", nil)
-		d := b.op(ops.MatMul, p+"ffn_down", l, []int{s}, n, c.Dim, p+"ffn_down.weight", nil)
-		x = b.op(ops.Add, p+"ffn_residual", l, []int{x, d}, n, c.Dim, "", nil)
-	}
-	if n > 1 {
-		x = b.op(ops.LastRow, "last_token", -1, []int{x}, 1, c.Dim, "", nil)
+		rows := n
+		if l == c.Layers-1 && n > 1 {
+			// Only the last token's logits are wanted, so the rest of the
+			// last block runs on its row alone, as llama.cpp does (which
+			// also makes its mat-muls decode-shaped there).
+			o = b.op(ops.LastRow, "last_token", l, []int{o}, 1, c.Dim, "", nil)
+			x = b.op(ops.LastRow, "last_token_residual", l, []int{x}, 1, c.Dim, "", nil)
+			rows = 1
+		}
+		x = b.op(ops.Add, p+"attn_residual", l, []int{x, o}, rows, c.Dim, "", nil)
+		h = b.op(ops.RMSNorm, p+"ffn_norm", l, []int{x}, rows, c.Dim, p+"ffn_norm.weight", nil)
+		gate := b.op(ops.MatMul, p+"ffn_gate", l, []int{h}, rows, c.FFN, p+"ffn_gate.weight", nil)
+		up := b.op(ops.MatMul, p+"ffn_up", l, []int{h}, rows, c.FFN, p+"ffn_up.weight", nil)
+		s := b.op(ops.SiLUMul, p+"ffn_silu_mul", l, []int{gate, up}, rows, c.FFN, "", nil)
+		d := b.op(ops.MatMul, p+"ffn_down", l, []int{s}, rows, c.Dim, p+"ffn_down.weight", nil)
+		x = b.op(ops.Add, p+"ffn_residual", l, []int{x, d}, rows, c.Dim, "", nil)
 	}
 	x = b.op(ops.RMSNorm, "output_norm", -1, []int{x}, 1, c.Dim, "output_norm.weight", nil)
 	b.g.Output = b.op(ops.MatMul, "output", -1, []int{x}, 1, c.Vocab, c.OutputWeight(), nil)
@@ -126,8 +132,8 @@ func Cost(g *ops.Graph, op *ops.Op) ops.Cost {
 		span := int64(g.Past) + n // keys attended by the last token; causal average is about half for prefill
 		avg := int64(g.Past) + (n+1)/2
 		kvRow := int64(a.KVHeads * a.HeadDim)
-		c.BytesRead += 2 * 4 * span * kvRow
-		c.BytesWritten += 2 * 4 * n * kvRow
+		c.BytesRead += 2 * 2 * span * kvRow // f16 K and V
+		c.BytesWritten += 2 * 2 * n * kvRow
 		c.FLOPs = n * int64(a.Heads) * avg * (4*int64(a.HeadDim) + 5)
 	case ops.SiLUMul:
 		c.FLOPs = 5 * e

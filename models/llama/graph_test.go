@@ -26,7 +26,7 @@ func TestBuildDecodeAndPrefillGraphs(t *testing.T) {
 		ops     int
 	}{
 		{"decode", 1, 10, 1 + 2*15 + 2},
-		{"prefill", 7, 0, 1 + 2*15 + 3},
+		{"prefill", 7, 0, 1 + 2*15 + 4}, // the last block's FFN runs on the last row: two last_row ops
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := Build(c, types, tc.n, tc.past, 128)
@@ -56,7 +56,9 @@ func TestBuildDecodeAndPrefillGraphs(t *testing.T) {
 			// Per layer: q, k, v, o, gate, up, down; then the output projection on one row.
 			kv := c.KVHeads * c.HeadDim
 			perTok := int64(2 * (c.Dim*c.Dim*2 + 2*kv*c.Dim + 3*c.FFN*c.Dim))
-			want := int64(tc.n)*perTok*int64(c.Layers) + int64(2*c.Vocab*c.Dim)
+			// The last block's FFN runs on the last token only.
+			ffn := int64(2 * 3 * c.FFN * c.Dim)
+			want := int64(tc.n)*perTok*int64(c.Layers) - int64(tc.n-1)*ffn + int64(2*c.Vocab*c.Dim)
 			if matFlops != want {
 				t.Fatalf("mat-mul FLOPs %d, want %d", matFlops, want)
 			}
