@@ -127,7 +127,9 @@ func rope(x []float32, rows int, p ops.RopeParams, pos int) {
 			for j := 0; j < half; j++ {
 				c, s := cs[2*j], cs[2*j+1]
 				x0, x1 := head[2*j], head[2*j+1]
-				head[2*j] = fma32(-x1, s, x0*c)
+				// GCC contracts x0*cos - x1*sin and x0*sin + x1*cos so, as
+				// found against llama.cpp's rope output bit for bit.
+				head[2*j] = fma32(x0, c, -(x1 * s))
 				head[2*j+1] = fma32(x0, s, x1*c)
 			}
 		}
