@@ -50,3 +50,13 @@ func Features() string {
 	}
 	return "portable Go kernels"
 }
+
+// hasAVX512BF16 reports AVX512-BF16, with which a native llama.cpp multiplies
+// BF16 weights by VDPBF16PS (see bf16dp.go).
+var hasAVX512BF16 = func() bool {
+	if !hasAVX512 {
+		return false
+	}
+	eax, _, _, _ := cpuid(7, 1)
+	return eax&(1<<5) != 0
+}()

@@ -34,6 +34,10 @@ func init() {
 	kernelFor[quant.F16].rows = orderedRows(vecF16)
 	kernelFor[quant.F16].rowsN = orderedRows(tinyF16)
 	kernelFor[quant.BF16].rows = floatRows(dotBF16)
+	if hasAVX512BF16 {
+		kernelFor[quant.BF16].rows = rowLoop(dotBF16VecDP)
+		kernelFor[quant.BF16].rowsN = rowLoop(dotBF16TinyDP)
+	}
 	dot, axpy = dotAVX2, axpyAVX2
 }
 
