@@ -2,6 +2,7 @@ package planner
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,8 +43,9 @@ func m4(t *testing.T) (*sim.Hardware, []Candidate) {
 }
 
 // handOpTime is the roofline of configs/hardware/m4-pro.yaml written out
-// again: launch + max(bytes/(bandwidth·eff), flops/(tflops·eff)), plus for
-// the fp16 Neural Engine the activations once more at full bandwidth.
+// again: launch + max(bytes/(bandwidth·eff), flops/(tflops·eff)), the
+// efficiency by op kind or, for a weight, by kind and weight type; plus for
+// the fp16 Neural Engine 1.5 × the activation bytes at full bandwidth.
 func handOpTime(op *ops.Op, dev string) float64 {
 	type hw struct {
 		bw, tf, launch float64
@@ -51,25 +53,34 @@ func handOpTime(op *ops.Op, dev string) float64 {
 		fp16           bool
 	}
 	specs := map[string]hw{
-		"sim:metal": {273e9, 9.2e12, 6e-6, map[string]float64{"mat_mul": 0.75, "attention": 0.4, "rms_norm": 0.3, "rope": 0.3,
+		"sim:metal": {273e9, 8.2e12, 3e-6, map[string]float64{"mat_mul": 0.75, "mat_mul/f16": 0.82, "mat_mul/f32": 0.82,
+			"mat_mul/q8_0": 0.79, "mat_mul/q4_0": 0.75, "attention": 0.4, "rms_norm": 0.3, "rope": 0.3,
 			"silu_mul": 0.5, "add": 0.5, "embed": 0.3, "last_row": 0.3}, false},
-		"sim:coreml": {120e9, 19e12, 150e-6, map[string]float64{"mat_mul": 0.15, "rms_norm": 0.5, "rope": 0.5, "silu_mul": 0.9,
-			"add": 0.9, "last_row": 0.5}, true},
-		"sim:cpu": {120e9, 0.8e12, 2e-6, map[string]float64{"mat_mul": 0.6, "attention": 0.5}, false},
+		"sim:coreml": {60e9, 19e12, 150e-6, map[string]float64{"mat_mul": 0.2, "mat_mul/f16": 0.75, "mat_mul/f32": 1,
+			"mat_mul/q8_0": 0.4, "mat_mul/q5_0": 0.25, "mat_mul/q5_k": 0.25, "mat_mul/q6_k": 0.3,
+			"silu_mul": 0.8, "add": 0.8, "rms_norm": 0.5, "rope": 0.5, "last_row": 0.5}, true},
+		"sim:cpu": {120e9, 1.4e12, 2e-6, map[string]float64{"mat_mul": 0.5, "attention": 0.5}, false},
 	}
 	s := specs[dev]
-	eff, ok := s.eff[op.Kind.String()]
+	eff, ok := 0.0, false
+	if op.Weight != nil {
+		eff, ok = s.eff[op.Kind.String()+"/"+strings.ToLower(op.Weight.Type.String())]
+	}
 	if !ok {
-		eff = 0.5
+		if eff, ok = s.eff[op.Kind.String()]; !ok {
+			eff = 0.5
+		}
 	}
 	b := float64(op.Cost.BytesRead + op.Cost.BytesWritten)
 	t := s.launch + math.Max(b/(s.bw*eff), float64(op.Cost.FLOPs)/(s.tf*eff))
 	if s.fp16 {
-		act := float64(op.Cost.BytesWritten)
-		if op.Weight == nil {
-			act += float64(op.Cost.BytesRead)
+		act := float64(op.Cost.BytesRead + op.Cost.BytesWritten)
+		if op.Kind == ops.Embed {
+			act = float64(op.Cost.BytesWritten)
+		} else if op.Weight != nil {
+			act -= float64(op.Weight.Bytes())
 		}
-		t += act / s.bw
+		t += 1.5 * act / s.bw
 	}
 	return t
 }

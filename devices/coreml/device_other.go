@@ -1,7 +1,12 @@
 //go:build !darwin
 
-// Package coreml is the Apple CoreML device. It exists only on macOS; on other
-// systems the backend registers only to say so.
+// Package coreml is the Apple Neural Engine device, through small generated
+// CoreML models (which compute in fp16). Today it is only a stub: the device
+// is not implemented on any system yet, and CoreML exists only on macOS. The
+// backend registers so that `hybrid devices` and Discover say why there is no
+// CoreML device. Plans for a Mac can be made and compared with the simulated
+// devices of configs/hardware/m4-pro.yaml (--hardware m4-pro), which compute
+// on the CPU and charge an M4 Pro's times (sim:coreml).
 package coreml
 
 import (

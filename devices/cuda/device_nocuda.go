@@ -1,7 +1,12 @@
 //go:build !cuda
 
-// Package cuda is the NVIDIA GPU device. This build has none: it was made
-// without the cuda build tag, so the backend registers only to say so.
+// Package cuda is the NVIDIA GPU device. Today it is only this stub: the CUDA
+// device itself (kernels compiled to PTX, driven through one locked OS thread
+// per context) is not written yet, and a build without the cuda tag has none.
+// The backend registers so that `hybrid devices` and Discover say why there
+// is no CUDA device; plans for an H100 can still be made and compared with
+// the simulated devices of configs/hardware/h100-*.yaml (--hardware h100-sxm).
+// measure/roofline.cu is the program that measured those profiles' numbers.
 package cuda
 
 import (
@@ -12,6 +17,6 @@ import (
 
 func init() {
 	devices.Register(devices.Backend{Kind: "cuda", Open: func(devices.Options) ([]devices.Device, error) {
-		return nil, fmt.Errorf("not built with -tags cuda (the CUDA device is not implemented yet): %w", devices.ErrNotAvailable)
+		return nil, fmt.Errorf("not built with -tags cuda (see README: CUDA): %w", devices.ErrNotAvailable)
 	}})
 }

@@ -1,7 +1,12 @@
 //go:build !darwin
 
-// Package metal is the Apple Metal device. It exists only on macOS; on other
-// systems the backend registers only to say so.
+// Package metal is the Apple GPU device, through Metal compute kernels.
+// Today it is only a stub: the device is not implemented on any system yet,
+// and Metal exists only on macOS. The backend registers so that `hybrid
+// devices` and Discover say why there is no Metal device. Plans for a Mac can
+// be made and compared with the simulated devices of
+// configs/hardware/m4-pro.yaml (--hardware m4-pro), which compute on the CPU
+// and charge an M4 Pro's times (sim:metal).
 package metal
 
 import (

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"hybrid/devices"
@@ -9,8 +10,9 @@ import (
 	"hybrid/ops"
 )
 
-// Device is a simulated device: a CPU device underneath, computing exactly,
-// and a Spec that says what each op would cost on the real hardware.
+// Device is a simulated device: a CPU device underneath, computing exactly
+// what the CPU computes, and a Spec that says what each op would cost on the
+// hardware it stands for. It holds no more than the profile's memory.
 type Device struct {
 	*cpu.Device
 	spec *Spec
@@ -23,12 +25,13 @@ var (
 )
 
 // New returns the simulated device for spec, named "sim:"+spec.Name,
-// computing on threads host threads.
+// computing on threads host threads (all cores when threads <= 0).
 func New(spec *Spec, hw *Hardware, threads int) *Device {
 	return &Device{Device: cpu.New("sim:"+spec.Name, threads), spec: spec, hw: hw}
 }
 
-// Open returns a simulated device for every device of the profile.
+// Open returns a simulated device for every device of the profile, in the
+// profile's order.
 func Open(hw *Hardware, threads int) []devices.Device {
 	var out []devices.Device
 	for _, s := range hw.Devices {
@@ -40,26 +43,87 @@ func Open(hw *Hardware, threads int) []devices.Device {
 // Spec is the device's hardware model.
 func (d *Device) Spec() *Spec { return d.spec }
 
+// Hardware is the profile the device comes from.
+func (d *Device) Hardware() *Hardware { return d.hw }
+
 // Info implements devices.Device.
 func (d *Device) Info() devices.Info {
+	s := d.spec
+	fp16 := ""
+	if s.FP16 {
+		fp16 = ", fp16"
+	}
 	return devices.Info{
 		Name:      d.Name(),
-		Kind:      d.spec.Kind,
+		Kind:      s.Kind,
 		Simulated: true,
-		Memory:    int64(d.spec.MemoryGB * (1 << 30)),
-		Detail: fmt.Sprintf("SIMULATED %s %s: %.0f GB/s, %.1f TFLOPS, %.0f µs launch (from %s); computes on the host CPU",
-			d.hw.Name, d.spec.Name, d.spec.BandwidthGBs, d.spec.TFLOPS, d.spec.LaunchUS, d.hw.Path),
+		Memory:    s.memoryBytes(),
+		Detail: fmt.Sprintf("simulated %s %s (%s): %g GB/s, %g TFLOPS, %g µs per op%s; computes on the host CPU, %d threads",
+			d.hw.Name, s.Name, shortSource(d.hw.Source), s.BandwidthGBs, s.TFLOPS, s.LaunchUS, fp16, d.Threads()),
 	}
 }
 
-// Supports implements devices.Device: what the CPU supports, less what the
-// profile says the hardware cannot run.
+// memoryBytes is memory_gb in bytes, counting a GB as 2^30 as memory sizes
+// are sold.
+func (s *Spec) memoryBytes() int64 { return int64(s.MemoryGB * (1 << 30)) }
+
+// shortSource is the source's first clause, for one-line details.
+func shortSource(src string) string {
+	if i := strings.IndexAny(src, ";("); i > 0 {
+		src = src[:i]
+	}
+	src = strings.TrimSpace(src)
+	if r := []rune(src); len(r) > 60 {
+		src = string(r[:59]) + "…"
+	}
+	return src
+}
+
+// Supports implements devices.Device: what the CPU supports, less the kinds
+// the profile says the hardware cannot run.
 func (d *Device) Supports(op *ops.Op) error {
 	if d.spec.Unsupported[op.Kind] {
-		return fmt.Errorf("sim: %s (%s) does not run %s ops: %w", d.Name(), d.hw.Name, op.Kind, devices.ErrUnsupported)
+		return fmt.Errorf("%s: op %s: the %s profile's %s does not run %s ops: %w", d.Name(), op, d.hw.Name, d.spec.Name, op.Kind, devices.ErrUnsupported)
 	}
-	return d.Device.Supports(op)
+	if err := d.Device.Supports(op); err != nil {
+		return fmt.Errorf("%s computes on the CPU: %w", d.Name(), err)
+	}
+	return nil
 }
 
-// OpTime implements devices.Simulator.
+// Run implements devices.Device, refusing what Supports refuses: the real
+// hardware could not run it.
+func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
+	if err := d.Supports(op); err != nil {
+		return err
+	}
+	return d.Device.Run(op, st, in, out)
+}
+
+// LoadWeight implements devices.Device within the profile's memory.
+func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
+	if err := d.Device.LoadWeight(w, data); err != nil {
+		return err
+	}
+	return d.checkMemory("weight " + w.Name)
+}
+
+// Alloc implements devices.Device within the profile's memory.
+func (d *Device) Alloc(n int) (devices.Buffer, error) {
+	b, err := d.Device.Alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	return b, d.checkMemory(fmt.Sprintf("a buffer of %d floats", n))
+}
+
+func (d *Device) checkMemory(what string) error {
+	if used, limit := d.MemoryUsed(), d.spec.memoryBytes(); used > limit {
+		return fmt.Errorf("%s: out of memory after %s: %d bytes in use, the %s profile gives %s %g GB", d.Name(), what, used, d.hw.Name, d.spec.Name, d.spec.MemoryGB)
+	}
+	return nil
+}
+
+// OpTime implements devices.Simulator: the profile's time for op, the same at
+// every step of one graph.
 func (d *Device) OpTime(op *ops.Op, st ops.Step) time.Duration { return d.spec.OpTime(op) }
