@@ -2,13 +2,18 @@ module hybrid
 
 go 1.26.8
 
-require github.com/jedib0t/go-pretty/v6 v6.8.3
+require (
+	github.com/jedib0t/go-pretty/v6 v6.8.3
+	gopkg.in/yaml.v3 v3.0.1
+	gorgonia.org/cu v0.9.6
+)
 
 require (
+	github.com/google/uuid v1.1.1 // indirect
 	github.com/mattn/go-runewidth v0.0.16 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	golang.org/x/sys v0.30.0 // indirect
 	golang.org/x/term v0.29.0 // indirect
 	golang.org/x/text v0.22.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

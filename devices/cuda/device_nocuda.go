@@ -1,11 +1,12 @@
 //go:build !cuda
 
-// Package cuda is the NVIDIA GPU device. Today it is only this stub: the CUDA
-// device itself (kernels compiled to PTX, driven through one locked OS thread
-// per context) is not written yet, and a build without the cuda tag has none.
-// The backend registers so that `hybrid devices` and Discover say why there
-// is no CUDA device; plans for an H100 can still be made and compared with
-// the simulated devices of configs/hardware/h100-*.yaml (--hardware h100-sxm).
+// Package cuda is the NVIDIA GPU device. This file is what a build without
+// the cuda tag gets: a backend that registers only to say so, so that
+// `hybrid devices` and Discover explain why there is no CUDA device. The
+// device itself (device_cuda.go and kernels/, PTX for compute_80 driven
+// through gorgonia.org/cu on one locked OS thread) needs `-tags cuda`, cgo
+// and the NVIDIA driver. Plans for an H100 can be made without one, with the
+// simulated devices of configs/hardware/h100-*.yaml (--hardware h100-sxm);
 // measure/roofline.cu is the program that measured those profiles' numbers.
 package cuda
 

@@ -1,0 +1,447 @@
+//go:build cuda
+
+// Package cuda is the NVIDIA GPU device, built with the cuda tag: weights stay
+// on the GPU in their GGUF blocks, activations and the KV cache are f32
+// device buffers, and every op is a kernel of kernels/*.cu (compiled to PTX
+// and embedded) decoding weights in registers. It drives the GPU through
+// gorgonia.org/cu, every call of a context on one locked OS thread: the
+// device owns a goroutine that runs its calls, and the methods hand it
+// closures.
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"hybrid/devices"
+	"hybrid/models/quant"
+	"hybrid/ops"
+)
+
+func init() {
+	devices.Register(devices.Backend{Kind: "cuda", Open: func(devices.Options) ([]devices.Device, error) { return Open() }})
+}
+
+// Open returns one device per GPU, or an error wrapping
+// devices.ErrNotAvailable that says why there is none. (The driver is
+// initialised when gorgonia.org/cu loads: without libcuda the program does
+// not start, and where cuInit fails cu exits the process.)
+func Open() ([]devices.Device, error) {
+	n, err := cu.NumDevices()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: no driver (cuDeviceGetCount: %v): %w", err, devices.ErrNotAvailable)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("cuda: no GPU: %w", devices.ErrNotAvailable)
+	}
+	var devs []devices.Device
+	for i := range n {
+		d, err := New(i)
+		if err != nil {
+			for _, o := range devs {
+				o.Close()
+			}
+			return nil, err
+		}
+		devs = append(devs, d)
+	}
+	return devs, nil
+}
+
+// Device is one GPU with its own context, kernels, weights and buffers.
+type Device struct {
+	name, gpu string
+	total     int64
+
+	mu     sync.Mutex // serialises sends to work and guards closed
+	work   chan item
+	done   chan error
+	closed bool
+
+	wmu     sync.Mutex // guards weights, which Run reads on the caller's side
+	weights map[string]*weight
+
+	// Owned by the device's thread.
+	ctx     cu.CUContext
+	hasCtx  bool
+	k       *kernels
+	slots   [16]uint64
+	pending error // the first error of an op run asynchronously
+	kv      map[int]*kvCache
+	allocs  []cu.DevicePtr
+	used    int64
+	tokens  cu.DevicePtr // device copy of the step's tokens
+	ntok    int
+	stage   unsafe.Pointer // pinned host staging for Write and Read
+	nstage  int
+}
+
+// weight is a resident weight: its file bytes on the GPU, or for one-row
+// tensors (norm vectors) the f32 decoding of them.
+type weight struct {
+	w        ops.Weight
+	typ      quant.Type // of the bytes at ptr
+	ptr      cu.DevicePtr
+	rowBytes int
+}
+
+// kvCache is one layer's keys and values, f32, ctx positions × dim.
+type kvCache struct {
+	k, v     cu.DevicePtr
+	ctx, dim int
+}
+
+// Buffer is an f32 buffer in GPU memory.
+type Buffer struct {
+	dev *Device
+	ptr cu.DevicePtr
+	n   int
+}
+
+// Len implements devices.Buffer.
+func (b *Buffer) Len() int { return b.n }
+
+var _ devices.Device = (*Device)(nil)
+
+// New opens GPU ordinal as device "cuda:<ordinal>": it starts the device's
+// thread, creates a context on it and loads the kernels.
+func New(ordinal int) (*Device, error) {
+	d := &Device{
+		name:    fmt.Sprintf("cuda:%d", ordinal),
+		work:    make(chan item, 1024),
+		done:    make(chan error),
+		weights: map[string]*weight{},
+		kv:      map[int]*kvCache{},
+	}
+	go d.loop()
+	err := d.do(func() error {
+		dev, err := cu.GetDevice(ordinal)
+		if err != nil {
+			return err
+		}
+		if d.gpu, err = dev.Name(); err != nil {
+			return err
+		}
+		if d.total, err = dev.TotalMem(); err != nil {
+			return err
+		}
+		if d.ctx, err = dev.MakeContext(cu.SchedAuto); err != nil {
+			return err
+		}
+		d.hasCtx = true
+		d.k, err = loadKernels()
+		return err
+	})
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("cuda: opening GPU %d: %w", ordinal, err)
+	}
+	return d, nil
+}
+
+// item is a call for the device's thread; async calls get no reply.
+type item struct {
+	f     func() error
+	async bool
+}
+
+// loop is the device's thread: every CUDA call of its context runs here. An
+// async call's error is kept and returned by the next synchronous call.
+func (d *Device) loop() {
+	runtime.LockOSThread()
+	for it := range d.work {
+		err := it.f()
+		if it.async {
+			if d.pending == nil {
+				d.pending = err
+			}
+			continue
+		}
+		if d.pending != nil {
+			err, d.pending = errors.Join(d.pending, err), nil
+		}
+		d.done <- err
+	}
+}
+
+// do runs f on the device's thread and returns its error, or that of an
+// earlier async call.
+func (d *Device) do(f func() error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("cuda: %s is closed", d.name)
+	}
+	d.work <- item{f: f}
+	return <-d.done
+}
+
+// enqueue runs f on the device's thread without waiting: handing work to a
+// locked thread and back costs ~20 µs on the lent H100's host, five times a
+// kernel launch, so ops are queued and only Read, Write and Sync wait.
+func (d *Device) enqueue(f func() error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("cuda: %s is closed", d.name)
+	}
+	d.work <- item{f: f, async: true}
+	return nil
+}
+
+// args starts a kernel's parameter list in the device's slots (device thread only).
+func (d *Device) args() *args { return &args{slot: &d.slots} }
+
+// Name implements devices.Device.
+func (d *Device) Name() string { return d.name }
+
+// Info implements devices.Device.
+func (d *Device) Info() devices.Info {
+	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, Detail: fmt.Sprintf("%s, %.1f GiB, PTX compute_80 kernels, f32 KV cache", d.gpu, float64(d.total)/(1<<30))}
+}
+
+// Supports implements devices.Device.
+func (d *Device) Supports(op *ops.Op) error {
+	switch op.Kind {
+	case ops.Embed, ops.RMSNorm, ops.MatMul, ops.RoPE, ops.SiLUMul, ops.Add, ops.LastRow:
+	case ops.Attention:
+		if op.Attn.HeadDim > 256 {
+			return fmt.Errorf("cuda: op %s: head dim %d over 256 %w", op, op.Attn.HeadDim, devices.ErrUnsupported)
+		}
+	default:
+		return fmt.Errorf("cuda: op %s: %w kind", op, devices.ErrUnsupported)
+	}
+	if w := op.Weight; w != nil {
+		if _, ok := typeNames[w.Type]; !ok {
+			return fmt.Errorf("cuda: op %s: weight type %s %w", op, w.Type, devices.ErrUnsupported)
+		}
+		if w.Rows > 1 && w.Cols%chunk(w.Type) != 0 {
+			return fmt.Errorf("cuda: op %s: rows of %d %s elements are not whole chunks of %d: %w", op, w.Cols, w.Type, chunk(w.Type), devices.ErrUnsupported)
+		}
+	}
+	return nil
+}
+
+// LoadWeight implements devices.Device: the bytes are copied to the GPU once.
+// One-row tensors are decoded to f32 on the host first, as the CPU device does.
+func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
+	rb, err := quant.RowBytes(w.Type, w.Cols)
+	if err != nil {
+		return fmt.Errorf("cuda: weight %s: %w", w.Name, err)
+	}
+	if int64(len(data)) != int64(rb)*int64(w.Rows) {
+		return fmt.Errorf("cuda: weight %s: %d bytes, want %d for %d×%d %s", w.Name, len(data), rb*w.Rows, w.Rows, w.Cols, w.Type)
+	}
+	if _, ok := typeNames[w.Type]; !ok {
+		return fmt.Errorf("cuda: weight %s: type %s %w", w.Name, w.Type, devices.ErrUnsupported)
+	}
+	res := &weight{w: *w, typ: w.Type, rowBytes: rb}
+	if w.Rows == 1 {
+		f := make([]float32, w.Cols)
+		if err := quant.Dequantize(w.Type, data, f); err != nil {
+			return fmt.Errorf("cuda: weight %s: %w", w.Name, err)
+		}
+		data = unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
+		res.typ, res.rowBytes = quant.F32, 4*w.Cols
+	}
+	d.wmu.Lock()
+	_, ok := d.weights[w.Name]
+	d.wmu.Unlock()
+	if ok {
+		return nil
+	}
+	return d.do(func() error {
+		p, err := d.alloc(int64(len(data)))
+		if err != nil {
+			return fmt.Errorf("cuda: weight %s: %w", w.Name, err)
+		}
+		if len(data) > 0 {
+			if err := cu.MemcpyHtoD(p, unsafe.Pointer(&data[0]), int64(len(data))); err != nil {
+				return fmt.Errorf("cuda: weight %s: upload: %w", w.Name, err)
+			}
+		}
+		res.ptr = p
+		d.wmu.Lock()
+		d.weights[w.Name] = res
+		d.wmu.Unlock()
+		return nil
+	})
+}
+
+// alloc takes n bytes of device memory (device thread only). Memory is freed
+// when the device closes: the interface has no Free.
+func (d *Device) alloc(n int64) (cu.DevicePtr, error) {
+	p, err := cu.MemAlloc(max(n, 4))
+	if err != nil {
+		return 0, fmt.Errorf("cuMemAlloc(%d bytes) with %d in use: %w", n, d.used, err)
+	}
+	d.allocs = append(d.allocs, p)
+	d.used += n
+	return p, nil
+}
+
+// Alloc implements devices.Device.
+func (d *Device) Alloc(n int) (devices.Buffer, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("cuda: negative buffer size %d", n)
+	}
+	b := &Buffer{dev: d, n: n}
+	err := d.do(func() error {
+		var err error
+		b.ptr, err = d.alloc(4 * int64(n))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %s: %w", d.name, err)
+	}
+	return b, nil
+}
+
+// View implements devices.Device.
+func (d *Device) View(b devices.Buffer, n int) (devices.Buffer, error) {
+	cb, err := d.buf(b)
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 || n > cb.n {
+		return nil, fmt.Errorf("cuda: view of %d elements of a buffer of %d", n, cb.n)
+	}
+	return &Buffer{dev: d, ptr: cb.ptr, n: n}, nil
+}
+
+// staging returns the pinned host buffer grown to n bytes (device thread only).
+func (d *Device) staging(n int) ([]byte, error) {
+	if n > d.nstage {
+		hostFree(d.stage)
+		d.stage, d.nstage = nil, 0
+		size := max(n, 1<<20)
+		p, err := hostAlloc(size)
+		if err != nil {
+			return nil, err
+		}
+		d.stage, d.nstage = p, size
+	}
+	return unsafe.Slice((*byte)(d.stage), n), nil
+}
+
+// Write implements devices.Device: src goes through pinned memory, so the
+// copy runs at the link's DMA rate rather than the driver's pageable path.
+func (d *Device) Write(dst devices.Buffer, src []float32) error {
+	b, err := d.buf(dst)
+	if err != nil {
+		return err
+	}
+	if len(src) > b.n {
+		return fmt.Errorf("cuda: write of %d elements into a buffer of %d", len(src), b.n)
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	return d.do(func() error {
+		s, err := d.staging(4 * len(src))
+		if err != nil {
+			return err
+		}
+		copy(s, unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), 4*len(src)))
+		if err := cu.MemcpyHtoD(b.ptr, d.stage, int64(4*len(src))); err != nil {
+			return fmt.Errorf("cuda: write of %d elements: %w", len(src), err)
+		}
+		return nil
+	})
+}
+
+// Read implements devices.Device; it waits for the work queued before it,
+// and returns the error of any op that failed on the way.
+func (d *Device) Read(dst []float32, src devices.Buffer) error {
+	b, err := d.buf(src)
+	if err != nil {
+		return err
+	}
+	if len(dst) > b.n {
+		return fmt.Errorf("cuda: read of %d elements from a buffer of %d", len(dst), b.n)
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	return d.do(func() error {
+		s, err := d.staging(4 * len(dst))
+		if err != nil {
+			return err
+		}
+		if err := cu.MemcpyDtoH(d.stage, b.ptr, int64(4*len(dst))); err != nil {
+			return fmt.Errorf("cuda: read of %d elements: %w", len(dst), err)
+		}
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), s)
+		return nil
+	})
+}
+
+// Sync implements devices.Device.
+func (d *Device) Sync() error {
+	return d.do(func() error {
+		if err := cu.Synchronize(); err != nil {
+			return fmt.Errorf("cuda: %s: %w", d.name, err)
+		}
+		return nil
+	})
+}
+
+// MemoryUsed implements devices.Device: weights, buffers and KV caches.
+func (d *Device) MemoryUsed() int64 {
+	var n int64
+	d.do(func() error { n = d.used; return nil })
+	return n
+}
+
+// Close implements devices.Device: it frees everything, destroys the context
+// and ends the device's thread.
+func (d *Device) Close() error {
+	err := d.do(func() error {
+		var errs []error
+		if d.k != nil {
+			cu.Synchronize()
+			d.k.unload()
+		}
+		for _, p := range d.allocs {
+			if err := cu.MemFree(p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		hostFree(d.stage)
+		d.allocs, d.kv, d.stage, d.nstage, d.used = nil, nil, nil, 0, 0
+		d.wmu.Lock()
+		d.weights = map[string]*weight{}
+		d.wmu.Unlock()
+		d.k = nil
+		if d.hasCtx {
+			if err := d.ctx.Destroy(); err != nil {
+				errs = append(errs, err)
+			}
+			d.hasCtx = false
+		}
+		return errors.Join(errs...)
+	})
+	d.mu.Lock()
+	if !d.closed {
+		d.closed = true
+		close(d.work)
+	}
+	d.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("cuda: closing %s: %w", d.name, err)
+	}
+	return nil
+}
+
+func (d *Device) buf(b devices.Buffer) (*Buffer, error) {
+	cb, ok := b.(*Buffer)
+	if !ok || cb.dev != d {
+		return nil, fmt.Errorf("cuda: %s got a buffer of another device (%T)", d.name, b)
+	}
+	return cb, nil
+}

@@ -1,0 +1,577 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"hybrid/devices"
+	"hybrid/devices/cpu"
+	"hybrid/models/quant"
+	"hybrid/ops"
+)
+
+// Every op kind and every weight type is checked against the CPU device (the
+// oracle) on random inputs; where the CPU rounds differently on purpose (f16
+// KV cache, 8-bit activations for quantized weights) the GPU is also checked
+// tightly against a float64 transcription of the definition, with the tolerance
+// and its reason next to each check.
+
+var (
+	gpuOnce sync.Once
+	gpuDev  *Device
+	gpuErr  error
+	cpuDev  = cpu.New("cpu", 0)
+)
+
+// gpu returns the first GPU's device, or skips the test where there is none.
+func gpu(t testing.TB) *Device {
+	t.Helper()
+	gpuOnce.Do(func() {
+		devs, err := Open()
+		if err != nil {
+			gpuErr = err
+			return
+		}
+		gpuDev = devs[0].(*Device)
+		for _, d := range devs[1:] {
+			d.Close()
+		}
+	})
+	if errors.Is(gpuErr, devices.ErrNotAvailable) {
+		t.Skipf("skipping: %v", gpuErr)
+	}
+	if gpuErr != nil {
+		t.Fatal(gpuErr)
+	}
+	return gpuDev
+}
+
+func randVec(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+// runOp loads op's weight (data) if any, writes the inputs, poisons the output
+// with NaN so that an unwritten element shows, runs op and reads the output.
+func runOp(t *testing.T, d devices.Device, op *ops.Op, st ops.Step, data []byte, out int, ins ...[]float32) []float32 {
+	t.Helper()
+	if op.Weight != nil {
+		if err := d.LoadWeight(op.Weight, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bufs []devices.Buffer
+	for _, in := range ins {
+		b, err := d.Alloc(len(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Write(b, in); err != nil {
+			t.Fatal(err)
+		}
+		bufs = append(bufs, b)
+	}
+	ob, err := d.Alloc(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poison := make([]float32, out)
+	for i := range poison {
+		poison[i] = float32(math.NaN())
+	}
+	if err := d.Write(ob, poison); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Run(op, st, bufs, ob); err != nil {
+		t.Fatal(err)
+	}
+	res := make([]float32, out)
+	if err := d.Read(res, ob); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// maxErr returns the largest |got-want|/scale(i) and where; NaN counts as
+// infinite.
+func maxErr(got []float32, want func(i int) float64, scale func(i int) float64) (float64, int) {
+	worst, at := 0.0, -1
+	for i, g := range got {
+		e := math.Abs(float64(g)-want(i)) / scale(i)
+		if math.IsNaN(e) {
+			e = math.Inf(1)
+		}
+		if e > worst || at < 0 {
+			worst, at = e, i
+		}
+	}
+	return worst, at
+}
+
+// normRel is ‖a-b‖/‖b‖.
+func normRel(a, b []float32) float64 {
+	var num, den float64
+	for i := range a {
+		d := float64(a[i]) - float64(b[i])
+		if math.IsNaN(d) {
+			return math.Inf(1)
+		}
+		num += d * d
+		den += float64(b[i]) * float64(b[i])
+	}
+	return math.Sqrt(num / den)
+}
+
+func maxAbs(v []float32) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = max(m, math.Abs(float64(x)))
+	}
+	return m
+}
+
+// quantized returns rows×cols random weights in type typ (quantized in
+// parallel by row) and their exact decoding.
+func quantized(t *testing.T, r *rand.Rand, typ quant.Type, rows, cols int) ([]byte, []float32) {
+	t.Helper()
+	src := randVec(r, rows*cols)
+	rb, err := quant.RowBytes(typ, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, rows*rb)
+	deq := make([]float32, rows*cols)
+	parallel(rows, func(i int) {
+		if err := quant.Quantize(typ, src[i*cols:(i+1)*cols], data[i*rb:(i+1)*rb]); err != nil {
+			panic(err)
+		}
+		if err := quant.Dequantize(typ, data[i*rb:(i+1)*rb], deq[i*cols:(i+1)*cols]); err != nil {
+			panic(err)
+		}
+	})
+	return data, deq
+}
+
+func parallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	w := runtime.NumCPU()
+	for g := range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += w {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+var allTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q4_K, quant.Q5_K, quant.Q6_K}
+
+// TestMatMul checks mat-vec (n = 1) and the batched kernel (n = 13: a whole
+// tile of 8 and a partial one) for every weight type at Llama shapes.
+//
+// Against float64 dot products of the decoded weights: the kernel decodes
+// exactly as quant.Dequantize and accumulates in f32, 64 sequential FMAs per
+// lane for k = 2048 then a 5-level tree, so its rounding error is bounded by
+// about (k/32 + 5)·2⁻²⁴·Σ|w·x|; 1e-5·Σ|w·x| covers k up to 5632 (176+5
+// steps ≈ 1.1e-5 worst case, ~1e-6 in practice).
+//
+// Against the CPU device, by ‖gpu−cpu‖/‖cpu‖: 1e-5 for F32 (both f32); for
+// F16, BF16 and the block types the CPU rounds activations as llama.cpp does
+// (to f16, bf16, or 8-bit blocks: up to ~1% per product, averaging out over k),
+// so 2e-2, the project's agreement rule for quantized models.
+func TestMatMul(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	shapes := []struct{ rows, cols int }{{2048, 2048}, {5632, 2048}, {2048, 5632}}
+	for _, typ := range allTypes {
+		for _, sh := range shapes {
+			data, deq := quantized(t, r, typ, sh.rows, sh.cols)
+			w := &ops.Weight{Name: fmt.Sprintf("w.%s.%dx%d", typ, sh.rows, sh.cols), Type: typ, Rows: sh.rows, Cols: sh.cols}
+			for _, n := range []int{1, 13} {
+				t.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, sh.rows, sh.cols, n), func(t *testing.T) {
+					x := randVec(r, n*sh.cols)
+					op := &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}
+					got := runOp(t, g, op, ops.Step{}, data, n*sh.rows, x)
+					want, mag := make([]float64, n*sh.rows), make([]float64, n*sh.rows)
+					parallel(sh.rows, func(row int) {
+						wr := deq[row*sh.cols : (row+1)*sh.cols]
+						for tk := range n {
+							var s, m float64
+							for k, wv := range wr {
+								p := float64(wv) * float64(x[tk*sh.cols+k])
+								s += p
+								m += math.Abs(p)
+							}
+							want[tk*sh.rows+row], mag[tk*sh.rows+row] = s, m
+						}
+					})
+					if e, i := maxErr(got, func(i int) float64 { return want[i] }, func(i int) float64 { return mag[i] }); e > 1e-5 {
+						t.Fatalf("out[%d] = %g, want %g: error %.3g of Σ|w·x| > 1e-5", i, got[i], want[i], e)
+					} else {
+						t.Logf("vs float64: max error %.2g of Σ|w·x|", e)
+					}
+					ref := runOp(t, cpuDev, op, ops.Step{}, data, n*sh.rows, x)
+					tol := 2e-2
+					if typ == quant.F32 {
+						tol = 1e-5
+					}
+					if e := normRel(got, ref); e > tol {
+						t.Fatalf("‖gpu−cpu‖/‖cpu‖ = %.3g > %g", e, tol)
+					} else {
+						t.Logf("vs cpu: ‖gpu−cpu‖/‖cpu‖ = %.2g", e)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestEmbed checks the token gather for every type: both devices decode with
+// quant.Dequantize's roundings, so they must agree exactly.
+func TestEmbed(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	const vocab, cols = 1000, 2048
+	st := ops.Step{Tokens: []int32{5, 999, 0, 17, 5, 123}, Pos: 3}
+	for _, typ := range allTypes {
+		t.Run(typ.String(), func(t *testing.T) {
+			data, _ := quantized(t, r, typ, vocab, cols)
+			op := &ops.Op{Kind: ops.Embed, Name: "embed", Weight: &ops.Weight{Name: "tok." + typ.String(), Type: typ, Rows: vocab, Cols: cols}}
+			got := runOp(t, g, op, st, data, len(st.Tokens)*cols)
+			want := runOp(t, cpuDev, op, st, data, len(st.Tokens)*cols)
+			if e, i := maxErr(got, func(i int) float64 { return float64(want[i]) }, func(int) float64 { return 1 }); e != 0 {
+				t.Fatalf("out[%d] = %g, want %g", i, got[i], want[i])
+			}
+		})
+	}
+	bad := ops.Step{Tokens: []int32{vocab}}
+	op := &ops.Op{Kind: ops.Embed, Name: "embed", Weight: &ops.Weight{Name: "tok.F32", Type: quant.F32, Rows: vocab, Cols: cols}}
+	ob, _ := g.Alloc(cols)
+	if err := g.Run(op, bad, nil, ob); err == nil {
+		t.Fatal("token id past the vocabulary was accepted")
+	}
+	// An error found on the device's thread comes back from the next Sync.
+	short := &ops.Op{Kind: ops.Embed, Name: "embed", Weight: op.Weight}
+	small, _ := g.Alloc(cols)
+	if err := g.Run(short, ops.Step{Tokens: []int32{1, 2}}, nil, small); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Sync(); err == nil {
+		t.Fatal("two tokens into a one-row output: no error")
+	} else {
+		t.Logf("deferred error: %v", err)
+	}
+	if err := g.Sync(); err != nil {
+		t.Fatalf("the error was reported twice: %v", err)
+	}
+}
+
+// TestElementwise checks rms_norm, silu_mul, add and last_row.
+func TestElementwise(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	const rows, cols = 7, 2048
+	a, b := randVec(r, rows*cols), randVec(r, rows*cols)
+	rel := func(want []float32) func(int) float64 {
+		return func(i int) float64 { return math.Abs(float64(want[i])) + 1e-30 }
+	}
+	t.Run("rms_norm", func(t *testing.T) {
+		// f32 tree sum of squares against the CPU's float64 sum: ~1e-7
+		// relative in the scale, then two f32 products: 1e-5 relative.
+		norm := randVec(r, cols)
+		op := &ops.Op{Kind: ops.RMSNorm, Name: "norm", Eps: 1e-5, Weight: &ops.Weight{Name: "norm", Type: quant.F32, Rows: 1, Cols: cols}}
+		data := make([]byte, 4*cols)
+		quant.Quantize(quant.F32, norm, data)
+		got := runOp(t, g, op, ops.Step{}, data, rows*cols, a)
+		want := runOp(t, cpuDev, op, ops.Step{}, data, rows*cols, a)
+		if e, i := maxErr(got, func(i int) float64 { return float64(want[i]) }, rel(want)); e > 1e-5 {
+			t.Fatalf("out[%d] = %g, want %g (relative error %.3g > 1e-5)", i, got[i], want[i], e)
+		}
+	})
+	t.Run("silu_mul", func(t *testing.T) {
+		// CUDA's expf is within 2 ulp and the CPU's within ~1.5: a few ulp
+		// after the division and product, 1e-6 relative.
+		op := &ops.Op{Kind: ops.SiLUMul, Name: "silu"}
+		got := runOp(t, g, op, ops.Step{}, nil, rows*cols, a, b)
+		want := runOp(t, cpuDev, op, ops.Step{}, nil, rows*cols, a, b)
+		if e, i := maxErr(got, func(i int) float64 { return float64(want[i]) }, rel(want)); e > 1e-6 {
+			t.Fatalf("out[%d] = %g, want %g (relative error %.3g > 1e-6)", i, got[i], want[i], e)
+		}
+	})
+	t.Run("add", func(t *testing.T) {
+		op := &ops.Op{Kind: ops.Add, Name: "add"}
+		got := runOp(t, g, op, ops.Step{}, nil, rows*cols, a, b)
+		want := runOp(t, cpuDev, op, ops.Step{}, nil, rows*cols, a, b)
+		if !slices.Equal(got, want) {
+			t.Fatal("add differs from the CPU's (one f32 rounding each: must be exact)")
+		}
+	})
+	t.Run("last_row", func(t *testing.T) {
+		op := &ops.Op{Kind: ops.LastRow, Name: "last"}
+		got := runOp(t, g, op, ops.Step{}, nil, cols, a)
+		if !slices.Equal(got, a[(rows-1)*cols:]) {
+			t.Fatal("last_row is not the input's last row")
+		}
+	})
+}
+
+// TestRoPE checks rope at several positions, with all and half the features
+// rotated. θ is formed identically on both devices; CUDA's sincosf is within
+// 1-2 ulp of glibc's, so outputs agree to a few ulp of the input's size:
+// 2e-6 of max|x|.
+func TestRoPE(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, c := range []struct{ rows, pos, dims int }{{7, 0, 64}, {7, 90, 64}, {3, 4000, 64}, {5, 17, 32}} {
+		t.Run(fmt.Sprintf("pos=%d/dims=%d", c.pos, c.dims), func(t *testing.T) {
+			const heads, hd = 32, 64
+			x := randVec(r, c.rows*heads*hd)
+			op := &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: ops.RopeParams{HeadDim: hd, Dims: c.dims, Base: 10000}}
+			st := ops.Step{Tokens: make([]int32, c.rows), Pos: c.pos}
+			got := runOp(t, g, op, st, nil, len(x), x)
+			want := runOp(t, cpuDev, op, st, nil, len(x), x)
+			scale := maxAbs(x)
+			if e, i := maxErr(got, func(i int) float64 { return float64(want[i]) }, func(int) float64 { return scale }); e > 2e-6 {
+				t.Fatalf("out[%d] = %g, want %g (error %.3g of max|x| > 2e-6)", i, got[i], want[i], e)
+			} else {
+				t.Logf("max error %.2g of max|x|", e)
+			}
+		})
+	}
+}
+
+// TestAttention runs a prefill of 90 tokens, a decode step and a step of 5
+// over one layer's cache (32 query heads on 4 KV heads of 64, context 128).
+//
+// Against float64 softmax attention over the f32 keys and values: f32 dot
+// products of 64 terms, expf and a weighted sum over ≤ 96 positions, 1e-5 of
+// max|v|. Against the CPU device, whose cache is f16 (keys and values
+// rounded to 11 bits, ~2.4e-4 relative) and whose decode path also rounds the
+// query and the value accumulator to f16: 5e-3 of max|v|.
+func TestAttention(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	const heads, kvHeads, hd, ctx = 32, 4, 64, 128
+	a := ops.AttnParams{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Context: ctx}
+	op := &ops.Op{Kind: ops.Attention, Name: "attn", Layer: 7, Attn: a}
+	kdim := kvHeads * hd
+	var ks, vs []float32 // every position's keys and values so far
+	for _, st := range []ops.Step{{Tokens: make([]int32, 90), Pos: 0}, {Tokens: make([]int32, 1), Pos: 90}, {Tokens: make([]int32, 5), Pos: 91}} {
+		t.Run(fmt.Sprintf("pos=%d/n=%d", st.Pos, len(st.Tokens)), func(t *testing.T) {
+			n := len(st.Tokens)
+			q, k, v := randVec(r, n*heads*hd), randVec(r, n*kdim), randVec(r, n*kdim)
+			ks, vs = append(ks, k...), append(vs, v...)
+			got := runOp(t, g, op, st, nil, len(q), q, k, v)
+			cpuOut := runOp(t, cpuDev, op, st, nil, len(q), q, k, v)
+			want := make([]float64, len(q))
+			scale := 1 / math.Sqrt(hd)
+			for i := range n {
+				for h := range heads {
+					kh := h / (heads / kvHeads) * hd
+					span := st.Pos + i + 1
+					s := make([]float64, span)
+					m := math.Inf(-1)
+					for j := range span {
+						var dot float64
+						for f := range hd {
+							dot += float64(q[(i*heads+h)*hd+f]) * float64(ks[j*kdim+kh+f])
+						}
+						s[j] = dot * scale
+						m = max(m, s[j])
+					}
+					var sum float64
+					for j := range s {
+						s[j] = math.Exp(s[j] - m)
+						sum += s[j]
+					}
+					for f := range hd {
+						var o float64
+						for j := range span {
+							o += s[j] * float64(vs[j*kdim+kh+f])
+						}
+						want[(i*heads+h)*hd+f] = o / sum
+					}
+				}
+			}
+			vmax := maxAbs(vs)
+			if e, i := maxErr(got, func(i int) float64 { return want[i] }, func(int) float64 { return vmax }); e > 1e-5 {
+				t.Fatalf("out[%d] = %g, want %g (error %.3g of max|v| > 1e-5)", i, got[i], want[i], e)
+			} else {
+				t.Logf("vs float64: max error %.2g of max|v|", e)
+			}
+			if e, i := maxErr(got, func(i int) float64 { return float64(cpuOut[i]) }, func(int) float64 { return vmax }); e > 5e-3 {
+				t.Fatalf("out[%d] = %g, cpu %g (error %.3g of max|v| > 5e-3)", i, got[i], cpuOut[i], e)
+			} else {
+				t.Logf("vs cpu (f16 cache): max error %.2g of max|v|", e)
+			}
+		})
+	}
+}
+
+// TestDevice checks what the interface promises besides ops: Info, Supports,
+// views sharing memory, writes and reads of part of a buffer, and errors.
+func TestDevice(t *testing.T) {
+	g := gpu(t)
+	info := g.Info()
+	t.Logf("%s: %s (memory %d bytes)", info.Name, info.Detail, info.Memory)
+	if info.Kind != "cuda" || info.Name != "cuda:0" || info.Memory <= 0 {
+		t.Fatalf("info %+v", info)
+	}
+	if err := g.Supports(&ops.Op{Kind: ops.MatMul, Name: "q2k", Weight: &ops.Weight{Type: quant.Q2_K, Rows: 8, Cols: 256}}); !errors.Is(err, devices.ErrUnsupported) {
+		t.Fatalf("Q2_K: %v", err)
+	}
+	b, err := g.Alloc(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := g.View(b, 10)
+	if err != nil || v.Len() != 10 {
+		t.Fatal(v, err)
+	}
+	src := make([]float32, 100)
+	for i := range src {
+		src[i] = float32(i)
+	}
+	if err := g.Write(b, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Write(v, []float32{-1, -2}); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 100)
+	if err := g.Read(got, b); err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != -1 || got[1] != -2 || got[2] != 2 || got[99] != 99 {
+		t.Fatalf("view does not share memory: %v", got[:4])
+	}
+	if err := g.Write(v, src); err == nil {
+		t.Fatal("a write past a view's end was accepted")
+	}
+	if _, err := g.View(b, 101); err == nil {
+		t.Fatal("a view past the buffer's end was accepted")
+	}
+	if g.MemoryUsed() <= 0 {
+		t.Fatal("no memory counted")
+	}
+	if err := g.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBandwidth measures what the report needs: mat-vec bandwidth of weight
+// bytes at 5632×2048 (copies rotated past the 50 MB L2; GPU time by events)
+// and the cost of one small op through Run, with and without a Sync.
+func TestBandwidth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing")
+	}
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	const rows, cols = 5632, 2048
+	x, err := g.Alloc(cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Write(x, randVec(r, cols))
+	y, _ := g.Alloc(rows)
+	xn, _ := g.Alloc(8 * cols)
+	g.Write(xn, randVec(r, 8*cols))
+	yn, _ := g.Alloc(8 * rows)
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.F16, quant.F32} {
+		data, _ := quantized(t, r, typ, rows, cols)
+		copies := max(4, int(256<<20/len(data)))
+		var opsList []*ops.Op
+		for c := range copies {
+			w := &ops.Weight{Name: fmt.Sprintf("bw.%s.%d", typ, c), Type: typ, Rows: rows, Cols: cols}
+			if err := g.LoadWeight(w, data); err != nil {
+				t.Fatal(err)
+			}
+			opsList = append(opsList, &ops.Op{Kind: ops.MatMul, Name: "bw", Weight: w})
+		}
+		timeRuns := func(in, out *Buffer, reps int) time.Duration {
+			var el time.Duration
+			err := g.do(func() error {
+				for i := range copies { // warm up
+					if err := g.run(opsList[i], ops.Step{}, g.weights[opsList[i].Weight.Name], []*Buffer{in}, out); err != nil {
+						return err
+					}
+				}
+				var err error
+				el, err = timeOnGPU(func() error {
+					for i := range reps {
+						if err := g.run(opsList[i%copies], ops.Step{}, g.weights[opsList[i%copies].Weight.Name], []*Buffer{in}, out); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return el / time.Duration(reps)
+		}
+		per := timeRuns(x.(*Buffer), y.(*Buffer), 400)
+		per8 := timeRuns(xn.(*Buffer), yn.(*Buffer), 100)
+		t.Logf("BANDWIDTH %-5s %dx%d: mat-vec %6.1f µs = %5.0f GB/s of weights; n=8 %6.1f µs = %5.0f GB/s (%d copies, %d MB)",
+			typ, rows, cols, per.Seconds()*1e6, float64(len(data))/per.Seconds()/1e9, per8.Seconds()*1e6, float64(len(data))/per8.Seconds()/1e9, copies, copies*len(data)>>20)
+	}
+
+	// Launch costs of an add of 2048 floats.
+	a, _ := g.Alloc(2048)
+	g.Write(a, randVec(r, 2048))
+	o, _ := g.Alloc(2048)
+	add := &ops.Op{Kind: ops.Add, Name: "add"}
+	in := []devices.Buffer{a, a}
+	const reps = 2000
+	med := func(f func()) time.Duration {
+		var ts []time.Duration
+		for range 200 {
+			t0 := time.Now()
+			f()
+			ts = append(ts, time.Since(t0))
+		}
+		slices.Sort(ts)
+		return ts[len(ts)/2]
+	}
+	runSync := med(func() { g.Run(add, ops.Step{}, in, o); g.Sync() })
+	t0 := time.Now()
+	for range reps {
+		g.Run(add, ops.Step{}, in, o)
+	}
+	g.Sync()
+	runOnly := time.Since(t0) / reps
+	var raw time.Duration
+	g.do(func() error {
+		ai, oi := a.(*Buffer), o.(*Buffer)
+		t0 := time.Now()
+		for range reps {
+			if err := g.run(add, ops.Step{}, nil, []*Buffer{ai, ai}, oi); err != nil {
+				return err
+			}
+		}
+		raw = time.Since(t0) / reps
+		return nil
+	})
+	g.Sync()
+	syncOnly := med(func() { g.Sync() })
+	t.Logf("LAUNCH add of 2048: Run+Sync %.1f µs (median); Run back to back %.1f µs each; launch on the device thread %.1f µs; empty Sync %.1f µs",
+		runSync.Seconds()*1e6, runOnly.Seconds()*1e6, raw.Seconds()*1e6, syncOnly.Seconds()*1e6)
+}

@@ -1,0 +1,70 @@
+// attention.cu: causal grouped-query softmax attention of n query rows over
+// the layer's f32 KV cache (ctx × kvHeads·headDim, keys and values already
+// appended at pos..pos+n-1). Query row i sees cache positions 0..pos+i.
+//
+// Layout: one block per (query head, query row), ATT_WARPS warps; warp w
+// takes keys w, w+ATT_WARPS, … with an online softmax (running max, sum and
+// value accumulator per warp; lane l holds features l, l+32, …), then the
+// warps' partial results are merged through shared memory. Bound: reading the
+// cache; a decode step has only `heads` blocks, so long contexts would want
+// the span split over more blocks (flash-decoding), not done yet.
+#include <math.h>
+
+#define ATT_WARPS 4
+#define MAX_T 8 // head dims up to 256
+
+extern "C" __global__ void attention(const float *q, const float *kc, const float *vc, float *out, int heads, int kvHeads,
+                                     int headDim, int pos, float scale) {
+	__shared__ float sm[ATT_WARPS][2 + 32 * MAX_T];
+	int h = blockIdx.x, i = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	int dim = kvHeads * headDim, kh = (h / (heads / kvHeads)) * headDim, span = pos + i + 1;
+	const float *qi = q + ((long long)i * heads + h) * headDim;
+	float qr[MAX_T], acc[MAX_T];
+#pragma unroll
+	for (int t = 0; t < MAX_T; t++) {
+		int f = lane + 32 * t;
+		qr[t] = f < headDim ? qi[f] : 0;
+		acc[t] = 0;
+	}
+	float m = -INFINITY, s = 0;
+	for (int j = warp; j < span; j += ATT_WARPS) {
+		const float *kr = kc + (long long)j * dim + kh, *vr = vc + (long long)j * dim + kh;
+		float dot = 0;
+#pragma unroll
+		for (int t = 0; t < MAX_T; t++) {
+			int f = lane + 32 * t;
+			if (f < headDim) dot = fmaf(qr[t], kr[f], dot);
+		}
+		for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffff, dot, o);
+		float x = dot * scale, p = 1, corr = 1;
+		if (x > m) {
+			corr = expf(m - x);
+			m = x;
+		} else {
+			p = expf(x - m);
+		}
+		s = s * corr + p;
+#pragma unroll
+		for (int t = 0; t < MAX_T; t++) {
+			int f = lane + 32 * t;
+			if (f < headDim) acc[t] = acc[t] * corr + p * vr[f];
+		}
+	}
+	if (lane == 0) sm[warp][0] = m, sm[warp][1] = s;
+#pragma unroll
+	for (int t = 0; t < MAX_T; t++) sm[warp][2 + lane + 32 * t] = acc[t];
+	__syncthreads();
+	float M = -INFINITY;
+	for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, sm[w][0]);
+	float S = 0, f[ATT_WARPS];
+	for (int w = 0; w < ATT_WARPS; w++) {
+		f[w] = sm[w][1] > 0 ? expf(sm[w][0] - M) : 0;
+		S += sm[w][1] * f[w];
+	}
+	float *o = out + ((long long)i * heads + h) * headDim;
+	for (int d = threadIdx.x; d < headDim; d += blockDim.x) {
+		float v = 0;
+		for (int w = 0; w < ATT_WARPS; w++) v += sm[w][2 + d] * f[w];
+		o[d] = v / S;
+	}
+}

@@ -1,0 +1,86 @@
+// ops.cu: the small ops of a Llama step over f32 rows; all are bound by
+// memory (one read and one write of each element) or, at decode sizes, by the
+// launch.
+#include "quant.cuh"
+
+// embed_<type>: out[i, :] = row tokens[i] of the table W, decoded. One block
+// per token; threads take pieces of 8.
+template <int T>
+__device__ __forceinline__ void embed(const uint8_t *W, long long rowBytes, const int *tokens, float *out, int cols) {
+	const uint8_t *r = W + tokens[blockIdx.x] * rowBytes;
+	float *o = out + (long long)blockIdx.x * cols;
+	for (int c = threadIdx.x; c < cols / 8; c += blockDim.x) {
+		float w[8];
+		int e0, e1;
+		Q<T>::deq(r, c, w, e0, e1);
+#pragma unroll
+		for (int j = 0; j < 4; j++) o[e0 + j] = w[j], o[e1 + j] = w[4 + j];
+	}
+}
+
+#define EMBED(id, name) \
+	extern "C" __global__ void embed_##name(const uint8_t *W, long long rb, const int *tokens, float *out, int cols) { embed<id>(W, rb, tokens, out, cols); }
+FOR_TYPES(EMBED)
+
+// rms_norm: y = x·(1/sqrt(mean(x²)+eps))·w per row of cols; one block of 256
+// threads per row, the sum of squares reduced in f32 (the CPU sums in
+// float64).
+extern "C" __global__ void rms_norm(const float *x, const float *w, float *y, int cols, float eps) {
+	__shared__ float part[32];
+	const float *xr = x + (long long)blockIdx.x * cols;
+	float *yr = y + (long long)blockIdx.x * cols;
+	float s = 0;
+	for (int i = threadIdx.x; i < cols; i += blockDim.x) s = fmaf(xr[i], xr[i], s);
+	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+	if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+	__syncthreads();
+	if (threadIdx.x < 32) {
+		s = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0;
+		for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+		if (threadIdx.x == 0) part[0] = s;
+	}
+	__syncthreads();
+	float scale = 1.0f / sqrtf(part[0] / cols + eps);
+	for (int i = threadIdx.x; i < cols; i += blockDim.x) yr[i] = __fmul_rn(xr[i], scale) * w[i];
+}
+
+// rope: llama.cpp's "normal" mode. Thread (row, head, pair j) rotates
+// features 2j, 2j+1 of the head by θ = (pos+row)·scale^j, scale =
+// base^(-2/dims) computed on the host; θ is stepped by repeated f32
+// multiplication as the CPU device does, so both see the same angle. Pairs at
+// or past dims/2 are copied.
+extern "C" __global__ void rope(const float *x, float *y, int rows, int width, int headDim, int dims, float scale, int pos) {
+	int half = headDim / 2, heads = width / headDim;
+	long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (idx >= (long long)rows * heads * half) return;
+	int j = idx % half;
+	long long rh = idx / half; // row*heads + head
+	int row = rh / heads;
+	long long off = rh * headDim + 2 * j;
+	float x0 = x[off], x1 = x[off + 1];
+	if (2 * j >= dims) {
+		y[off] = x0, y[off + 1] = x1;
+		return;
+	}
+	float theta = (float)(pos + row);
+	for (int i = 0; i < j; i++) theta = __fmul_rn(theta, scale);
+	float s, c;
+	sincosf(theta, &s, &c);
+	y[off] = fmaf(x0, c, -__fmul_rn(x1, s));
+	y[off + 1] = fmaf(x0, s, __fmul_rn(x1, c));
+}
+
+// silu_mul: y = silu(g)·u = g/(1+e^-g)·u.
+extern "C" __global__ void silu_mul(const float *g, const float *u, float *y, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) {
+		float x = g[i];
+		y[i] = x / (1.0f + expf(-x)) * u[i];
+	}
+}
+
+// add: y = a + b.
+extern "C" __global__ void add(const float *a, const float *b, float *y, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) y[i] = a[i] + b[i];
+}

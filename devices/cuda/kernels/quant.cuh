@@ -1,0 +1,238 @@
+// quant.cuh decodes GGUF weight rows in registers, eight weights at a time,
+// for the mat-mul and embedding kernels. Piece c of a row is 8 weights: w[0..3]
+// are elements e0..e0+3 and w[4..7] elements e1..e1+3 (e1 = e0+4 where the
+// eight are consecutive; Q4_0-style blocks put an element's partner nibble 16
+// further on). Four consecutive pieces make one 32-element block or
+// sub-block, so the lanes of a warp read consecutive bytes of weights and
+// nearby 16-byte pieces of the activations.
+//
+// Each decoder computes exactly what models/quant's Dequantize does
+// (products rounded before they are added: __fmul_rn keeps nvcc from fusing
+// them), so embeddings agree with the CPU bit for bit.
+//
+// Alignment: a row starts at a multiple of its row bytes from a cuMemAlloc'd
+// base. Q4_0 (18), Q8_0 (34), Q5_0 (22) and Q6_K (210) blocks are only 2-byte
+// aligned in general, so those read 16-bit words; Q4_1 (20), Q5_1 (24), Q4_K
+// (144) and Q5_K (176) read 32-bit words; float rows 16-byte vectors.
+#pragma once
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+// GGML type ids (models/quant/types.go).
+enum {
+	T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7,
+	T_Q8_0 = 8, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_BF16 = 30,
+};
+
+__device__ __forceinline__ float f16(const uint8_t *p) { return __half2float(__ushort_as_half(*(const uint16_t *)p)); }
+__device__ __forceinline__ uint32_t u16(const uint8_t *p) { return *(const uint16_t *)p; }
+__device__ __forceinline__ uint32_t u32(const uint8_t *p) { return *(const uint32_t *)p; }
+__device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b); }
+
+template <int T> struct Q;
+
+template <> struct Q<T_F32> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const float4 *p = (const float4 *)(row + 32 * c);
+		float4 a = p[0], b = p[1];
+		w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+		e0 = 8 * c, e1 = e0 + 4;
+	}
+};
+
+template <> struct Q<T_F16> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		uint4 v = *(const uint4 *)(row + 16 * c);
+		uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			w[2 * i] = __half2float(__ushort_as_half((uint16_t)(u[i] & 0xffff)));
+			w[2 * i + 1] = __half2float(__ushort_as_half((uint16_t)(u[i] >> 16)));
+		}
+		e0 = 8 * c, e1 = e0 + 4;
+	}
+};
+
+template <> struct Q<T_BF16> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		uint4 v = *(const uint4 *)(row + 16 * c);
+		uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			w[2 * i] = __uint_as_float(u[i] << 16);
+			w[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+		}
+		e0 = 8 * c, e1 = e0 + 4;
+	}
+};
+
+// Q4_0: f16 d, 16 bytes: low nibbles elements 0..15, high 16..31; (q-8)*d.
+// Piece s of a block takes bytes 4s..4s+3: elements 4s.. and 16+4s...
+template <> struct Q<T_Q4_0> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const uint8_t *b = row + 18 * (c >> 2);
+		int s = c & 3;
+		float d = f16(b);
+		uint32_t v = u16(b + 2 + 4 * s) | u16(b + 4 + 4 * s) << 16;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			w[k] = mul((float)((int)((v >> (8 * k)) & 15) - 8), d);
+			w[k + 4] = mul((float)((int)((v >> (8 * k + 4)) & 15) - 8), d);
+		}
+		e0 = 32 * (c >> 2) + 4 * s, e1 = e0 + 16;
+	}
+};
+
+// Q4_1: f16 d, f16 m, nibbles as Q4_0; q*d + m.
+template <> struct Q<T_Q4_1> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const uint8_t *b = row + 20 * (c >> 2);
+		int s = c & 3;
+		float d = f16(b), m = f16(b + 2);
+		uint32_t v = u32(b + 4 + 4 * s);
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			w[k] = mul((float)((v >> (8 * k)) & 15), d) + m;
+			w[k + 4] = mul((float)((v >> (8 * k + 4)) & 15), d) + m;
+		}
+		e0 = 32 * (c >> 2) + 4 * s, e1 = e0 + 16;
+	}
+};
+
+// Q5_0: f16 d, u32 qh (bit j: fifth bit of element j), nibbles; (q-16)*d.
+template <> struct Q<T_Q5_0> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const uint8_t *b = row + 22 * (c >> 2);
+		int s = c & 3;
+		float d = f16(b);
+		uint32_t qh = u16(b + 2) | u16(b + 4) << 16;
+		uint32_t v = u16(b + 6 + 4 * s) | u16(b + 8 + 4 * s) << 16;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			int j = 4 * s + k;
+			int lo = ((v >> (8 * k)) & 15) | ((qh >> j) & 1) << 4, hi = ((v >> (8 * k + 4)) & 15) | ((qh >> (j + 16)) & 1) << 4;
+			w[k] = mul((float)(lo - 16), d);
+			w[k + 4] = mul((float)(hi - 16), d);
+		}
+		e0 = 32 * (c >> 2) + 4 * s, e1 = e0 + 16;
+	}
+};
+
+// Q5_1: f16 d, f16 m, u32 qh, nibbles; q*d + m.
+template <> struct Q<T_Q5_1> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const uint8_t *b = row + 24 * (c >> 2);
+		int s = c & 3;
+		float d = f16(b), m = f16(b + 2);
+		uint32_t qh = u32(b + 4), v = u32(b + 8 + 4 * s);
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			int j = 4 * s + k;
+			int lo = ((v >> (8 * k)) & 15) | ((qh >> j) & 1) << 4, hi = ((v >> (8 * k + 4)) & 15) | ((qh >> (j + 16)) & 1) << 4;
+			w[k] = mul((float)lo, d) + m;
+			w[k + 4] = mul((float)hi, d) + m;
+		}
+		e0 = 32 * (c >> 2) + 4 * s, e1 = e0 + 16;
+	}
+};
+
+// Q8_0: f16 d, 32 int8; q*d. Piece s: quants 8s..8s+7.
+template <> struct Q<T_Q8_0> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const uint8_t *b = row + 34 * (c >> 2);
+		int s = c & 3;
+		float d = f16(b);
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			uint32_t v = u16(b + 2 + 8 * s + 2 * i);
+			w[2 * i] = mul((float)(int8_t)(v & 0xff), d);
+			w[2 * i + 1] = mul((float)(int8_t)(v >> 8), d);
+		}
+		e0 = 8 * c, e1 = e0 + 4;
+	}
+};
+
+// scaleMinK4 unpacks sub-block j's 6-bit scale and min (quant.ScaleMinK4).
+__device__ __forceinline__ void scaleMinK4(int j, const uint8_t *s, int &sc, int &m) {
+	if (j < 4) {
+		sc = s[j] & 63, m = s[j + 4] & 63;
+	} else {
+		sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+		m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+	}
+}
+
+// Q4_K: super-blocks of 256 (144 bytes): f16 d, f16 dmin, 12 bytes of scales,
+// 128 bytes of nibbles. Sub-block j (32 elements, pieces 4j..4j+3 of the
+// super-block) is the low (even j) or high (odd j) nibbles of bytes
+// 32(j/2)..+31. d*sc*q - dmin*m.
+template <> struct Q<T_Q4_K> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const uint8_t *b = row + 144 * (c >> 5);
+		int j = (c >> 2) & 7, s = c & 3, sc, m;
+		scaleMinK4(j, b + 4, sc, m);
+		float d1 = mul(f16(b), (float)sc), m1 = mul(f16(b + 2), (float)m);
+		const uint8_t *qs = b + 16 + 32 * (j >> 1) + 8 * s;
+		int sh = 4 * (j & 1);
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			uint32_t v = u32(qs + 4 * i) >> sh;
+#pragma unroll
+			for (int k = 0; k < 4; k++) w[4 * i + k] = mul(d1, (float)((v >> (8 * k)) & 15)) - m1;
+		}
+		e0 = 8 * c, e1 = e0 + 4;
+	}
+};
+
+// Q5_K: 176 bytes: f16 d, f16 dmin, 12 bytes of scales, 32 bytes qh (bit j of
+// byte l: fifth bit of element l of sub-block j), 128 bytes of nibbles as Q4_K.
+template <> struct Q<T_Q5_K> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const uint8_t *b = row + 176 * (c >> 5);
+		int j = (c >> 2) & 7, s = c & 3, sc, m;
+		scaleMinK4(j, b + 4, sc, m);
+		float d1 = mul(f16(b), (float)sc), m1 = mul(f16(b + 2), (float)m);
+		const uint8_t *qh = b + 16 + 8 * s, *qs = b + 48 + 32 * (j >> 1) + 8 * s;
+		int sh = 4 * (j & 1);
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			uint32_t v = u32(qs + 4 * i) >> sh, h = u32(qh + 4 * i) >> j;
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				uint32_t q = ((v >> (8 * k)) & 15) | ((h >> (8 * k)) & 1) << 4;
+				w[4 * i + k] = mul(d1, (float)q) - m1;
+			}
+		}
+		e0 = 8 * c, e1 = e0 + 4;
+	}
+};
+
+// Q6_K: 210 bytes: 128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d. The
+// 32-element chunk r = (c/4)%8 of a super-block is half h = r/4, quarter
+// k = r%4: its element l takes nibble k/2 of ql[64h + 32(k%2) + l], bits 2k..
+// of qh[32h + l], and scale 8h + 2k + l/16; d*scale*(q-32).
+template <> struct Q<T_Q6_K> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const uint8_t *b = row + 210 * (c >> 5);
+		int r = (c >> 2) & 7, h = r >> 2, k = r & 3, s = c & 3;
+		float d = f16(b + 208);
+		const uint8_t *ql = b + 64 * h + 32 * (k & 1) + 8 * s, *qh = b + 128 + 32 * h + 8 * s;
+		float sd = mul(d, (float)(int8_t)b[192 + 8 * h + 2 * k + (s >> 1)]);
+		int shl = 4 * (k >> 1), shh = 2 * k;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			uint32_t v = u16(ql + 2 * i) >> shl, g = u16(qh + 2 * i) >> shh;
+#pragma unroll
+			for (int t = 0; t < 2; t++) {
+				int q = (int)(((v >> (8 * t)) & 15) | ((g >> (8 * t)) & 3) << 4) - 32;
+				w[2 * i + t] = mul(sd, (float)q);
+			}
+		}
+		e0 = 8 * c, e1 = e0 + 4;
+	}
+};
+
+// The weight types every kernel is instantiated for, as X(id, name).
+#define FOR_TYPES(X)                                                                           \
+	X(T_F32, f32) X(T_F16, f16) X(T_BF16, bf16) X(T_Q4_0, q4_0) X(T_Q4_1, q4_1) X(T_Q5_0, q5_0) \
+	X(T_Q5_1, q5_1) X(T_Q8_0, q8_0) X(T_Q4_K, q4_k) X(T_Q5_K, q5_k) X(T_Q6_K, q6_k)

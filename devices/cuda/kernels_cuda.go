@@ -1,0 +1,122 @@
+//go:build cuda
+
+package cuda
+
+import (
+	_ "embed"
+	"fmt"
+
+	"gorgonia.org/cu"
+
+	"hybrid/models/quant"
+)
+
+// The kernels are CUDA C compiled to PTX for compute_80 (Ampere and later);
+// the driver JIT-compiles it for the GPU it finds at load. Regenerate with
+// `go generate -tags cuda ./devices/cuda/` (nvcc from ../shared/tools/cuda-dev-setup.sh).
+//
+//go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/matmul.ptx kernels/matmul.cu
+//go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/ops.ptx kernels/ops.cu
+//go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/attention.ptx kernels/attention.cu
+
+var (
+	//go:embed kernels/matmul.ptx
+	matmulPTX string
+	//go:embed kernels/ops.ptx
+	opsPTX string
+	//go:embed kernels/attention.ptx
+	attentionPTX string
+)
+
+// typeNames are the weight types the kernels are instantiated for
+// (FOR_TYPES in kernels/quant.cuh), by the suffix of their kernel names.
+var typeNames = map[quant.Type]string{
+	quant.F32: "f32", quant.F16: "f16", quant.BF16: "bf16",
+	quant.Q4_0: "q4_0", quant.Q4_1: "q4_1", quant.Q5_0: "q5_0", quant.Q5_1: "q5_1",
+	quant.Q8_0: "q8_0", quant.Q4_K: "q4_k", quant.Q5_K: "q5_k", quant.Q6_K: "q6_k",
+}
+
+// chunk is the elements a matrix row must hold a whole number of: the
+// kernels decode pieces of 8 weights (block types have 32 or 256 anyway).
+func chunk(t quant.Type) int {
+	switch t {
+	case quant.F32, quant.F16, quant.BF16:
+		return 8
+	}
+	return 32
+}
+
+// typed holds a weight type's kernels.
+type typed struct {
+	matvec, matmul8, embed kernel
+}
+
+// kernels are one context's loaded functions, looked up once.
+type kernels struct {
+	mods                        []cu.Module
+	byType                      map[quant.Type]*typed
+	rmsNorm, rope, siluMul, add kernel
+	attention                   kernel
+}
+
+// loadKernels loads the embedded modules into the current context.
+func loadKernels() (*kernels, error) {
+	k := &kernels{byType: map[quant.Type]*typed{}}
+	load := func(ptx string) (cu.Module, error) {
+		m, err := cu.LoadData(ptx)
+		if err != nil {
+			return m, fmt.Errorf("loading PTX: %w", err)
+		}
+		k.mods = append(k.mods, m)
+		return m, nil
+	}
+	get := func(m cu.Module, name string) (kernel, error) {
+		f, err := m.Function(name)
+		if err != nil {
+			return kernel{}, fmt.Errorf("kernel %s: %w", name, err)
+		}
+		return newKernel(name, f), nil
+	}
+	mm, err := load(matmulPTX)
+	if err != nil {
+		return nil, err
+	}
+	om, err := load(opsPTX)
+	if err != nil {
+		return nil, err
+	}
+	am, err := load(attentionPTX)
+	if err != nil {
+		return nil, err
+	}
+	for t, n := range typeNames {
+		var tk typed
+		if tk.matvec, err = get(mm, "matvec_"+n); err != nil {
+			return nil, err
+		}
+		if tk.matmul8, err = get(mm, "matmul8_"+n); err != nil {
+			return nil, err
+		}
+		if tk.embed, err = get(om, "embed_"+n); err != nil {
+			return nil, err
+		}
+		k.byType[t] = &tk
+	}
+	for _, p := range []struct {
+		k    *kernel
+		m    cu.Module
+		name string
+	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.attention, am, "attention"}} {
+		if *p.k, err = get(p.m, p.name); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+func (k *kernels) unload() {
+	for _, m := range k.mods {
+		m.Unload()
+	}
+	k.mods = nil
+}

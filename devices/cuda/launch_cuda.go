@@ -1,0 +1,117 @@
+//go:build cuda
+
+package cuda
+
+// The few driver calls gorgonia.org/cu v0.9.6 lacks or makes costly: its
+// Launch mallocs and frees two C arrays per kernel, and it has no pinned host
+// allocation or event timing. These run on the device's thread like the rest.
+
+/*
+#cgo LDFLAGS: -lcuda
+#include <cuda.h>
+
+// hy_launch launches f on the default stream with n parameters whose values
+// sit in 8-byte slots of args (an int or float parameter reads the low bytes).
+static CUresult hy_launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, void *args, int n) {
+	void *p[16];
+	for (int i = 0; i < n && i < 16; i++) p[i] = (char *)args + 8 * i;
+	return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, 0, 0, p, 0);
+}
+
+static CUresult hy_host_alloc(void **p, size_t n) { return cuMemAllocHost(p, n); }
+static CUresult hy_host_free(void *p) { return cuMemFreeHost(p); }
+
+static CUresult hy_event_pair(CUevent *a, CUevent *b) {
+	CUresult r = cuEventCreate(a, CU_EVENT_DEFAULT);
+	if (r) return r;
+	return cuEventCreate(b, CU_EVENT_DEFAULT);
+}
+static CUresult hy_record(CUevent e) { return cuEventRecord(e, 0); }
+static CUresult hy_elapsed(CUevent a, CUevent b, float *ms) {
+	CUresult r = cuEventSynchronize(b);
+	if (r) return r;
+	return cuEventElapsedTime(ms, a, b);
+}
+static void hy_event_free(CUevent a, CUevent b) { cuEventDestroy(a); cuEventDestroy(b); }
+static const char *hy_err(CUresult r) {
+	const char *s = 0;
+	cuGetErrorName(r, &s);
+	return s ? s : "unknown CUDA error";
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"time"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// kernel is a loaded function; fn is the driver's handle.
+type kernel struct {
+	name string
+	fn   C.CUfunction
+}
+
+// newKernel takes the handle out of a cu.Function, whose only field it is.
+func newKernel(name string, f cu.Function) kernel {
+	return kernel{name: name, fn: *(*C.CUfunction)(unsafe.Pointer(&f))}
+}
+
+// args collects one launch's parameters in the device's slot array; the
+// device's thread owns it, so a launch allocates nothing.
+type args struct {
+	slot *[16]uint64
+	n    int
+}
+
+func (a *args) ptr(p uintptr) *args { a.slot[a.n] = uint64(p); a.n++; return a }
+func (a *args) i32(v int) *args     { a.slot[a.n] = uint64(uint32(int32(v))); a.n++; return a }
+func (a *args) i64(v int64) *args   { a.slot[a.n] = uint64(v); a.n++; return a }
+func (a *args) f32(v float32) *args { a.slot[a.n] = uint64(math.Float32bits(v)); a.n++; return a }
+
+// launch runs k on a gx×gy grid of bx-thread blocks.
+func launch(k kernel, gx, gy, bx int, a *args) error {
+	if r := C.hy_launch(k.fn, C.uint(gx), C.uint(gy), C.uint(bx), unsafe.Pointer(&a.slot[0]), C.int(a.n)); r != 0 {
+		return fmt.Errorf("launch %s (%d×%d blocks of %d): %s", k.name, gx, gy, bx, C.GoString(C.hy_err(r)))
+	}
+	return nil
+}
+
+// hostAlloc returns n bytes of page-locked host memory.
+func hostAlloc(n int) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	if r := C.hy_host_alloc(&p, C.size_t(n)); r != 0 {
+		return nil, fmt.Errorf("cuMemAllocHost(%d): %s", n, C.GoString(C.hy_err(r)))
+	}
+	return p, nil
+}
+
+func hostFree(p unsafe.Pointer) {
+	if p != nil {
+		C.hy_host_free(p)
+	}
+}
+
+// timeOnGPU runs f (which enqueues work) between two events and returns the
+// GPU time between them. Call it on the device's thread.
+func timeOnGPU(f func() error) (time.Duration, error) {
+	var a, b C.CUevent
+	if r := C.hy_event_pair(&a, &b); r != 0 {
+		return 0, fmt.Errorf("cuEventCreate: %s", C.GoString(C.hy_err(r)))
+	}
+	defer C.hy_event_free(a, b)
+	C.hy_record(a)
+	if err := f(); err != nil {
+		return 0, err
+	}
+	C.hy_record(b)
+	var ms C.float
+	if r := C.hy_elapsed(a, b, &ms); r != 0 {
+		return 0, fmt.Errorf("cuEventElapsedTime: %s", C.GoString(C.hy_err(r)))
+	}
+	return time.Duration(float64(ms) * 1e6), nil
+}
