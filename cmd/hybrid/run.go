@@ -23,7 +23,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Int64("seed", -1, "sampling seed; -1 picks one from the clock")
 	threads := fs.Int("threads", 0, "CPU threads; 0 uses every core")
 	ctx := fs.Int("ctx", 0, "context size in tokens; 0 uses the model's, at most 4096")
-	policy := fs.String("policy", "cpu-only", "placement policy: a name in configs/policies (auto, cpu-only, cpu-split, mac-hybrid, ...) or a YAML `file`")
+	policy := fs.String("policy", "auto", "placement policy: a name in configs/policies (auto, cpu-only, cpu-split, mac-hybrid, ...) or a YAML `file`")
 	hardware := fs.String("hardware", "", "hardware profile (name or YAML `file`) whose devices are added, simulated")
 	profile := fs.String("profile", "", "measured cost profile `file` from `hybrid profile`")
 	cpus := fs.Int("cpus", 0, "separate CPU devices (cpu, cpu:1, ...), each with its own buffers and threads")
@@ -88,7 +88,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		t := res.Timings
 		fmt.Fprintf(stderr, "\n%s, policy %s on %s: load %.0f ms · prompt %d tokens at %.1f tok/s · generated %d tokens at %.1f tok/s (%s)\n",
 			m.Path, sess.Policy.Name, deviceList(ex), loadMs, len(res.PromptTokens), t.PrefillTokS, len(res.Tokens), t.DecodeTokS, res.StopReason)
-		if *policy != "cpu-only" || *transfers != "boundary" {
+		if len(ex.Devices()) > 1 || *transfers != "boundary" {
 			printRunSummary(stderr, sess)
 		}
 		return nil
