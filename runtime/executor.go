@@ -31,6 +31,10 @@ type Options struct {
 	// CopyTime, if set, models the time of a copy that involves a simulated
 	// device (the planner's cost model); real copies are timed.
 	CopyTime func(from, to devices.Info, bytes int64) time.Duration
+	// SyncEachOp waits for every op to finish before timing it, so that
+	// per-op times are right on devices whose Run only queues the work
+	// (profiling); it costs a round trip per op.
+	SyncEachOp bool
 }
 
 // Executor runs a model on a set of devices.
@@ -179,6 +183,11 @@ func (e *Executor) Forward(tokens []int32, pos int) ([]float32, error) {
 		t0 := time.Now()
 		if err := d.Run(op, st, c.ins[op.ID], c.out[op.Out]); err != nil {
 			return nil, err
+		}
+		if e.opts.SyncEachOp {
+			if err := d.Sync(); err != nil {
+				return nil, err
+			}
 		}
 		el := time.Since(t0)
 		if s, ok := d.(devices.Simulator); ok {

@@ -26,7 +26,7 @@ func MeasureProfile(m *llama.Model, devs []devices.Device, ctx, prefill, steps i
 	for _, d := range real {
 		dp := &planner.DeviceProfile{Ops: map[string]float64{}, Copies: map[string]planner.CopyFit{}}
 		p.Devices[planner.Identity(d.Info())] = dp
-		ex, err := NewPlanExecutor(m, []devices.Device{d}, ctx, Options{})
+		ex, err := NewPlanExecutor(m, []devices.Device{d}, ctx, Options{SyncEachOp: true})
 		if err != nil {
 			return nil, err
 		}
