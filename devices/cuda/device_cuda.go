@@ -12,6 +12,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -58,27 +59,32 @@ type Device struct {
 	name, gpu string
 	total     int64
 
-	mu     sync.Mutex // serialises sends to work and guards closed
+	mu     sync.Mutex // serialises sends to work and guards closed and queue
 	work   chan item
 	done   chan error
 	closed bool
+	queue  []pending // ops Run has accepted, launched by the next call that waits
 
 	wmu     sync.Mutex // guards weights, which Run reads on the caller's side
 	weights map[string]*weight
 
 	// Owned by the device's thread.
-	ctx     cu.CUContext
-	hasCtx  bool
-	k       *kernels
-	slots   [16]uint64
-	pending error // the first error of an op run asynchronously
-	kv      map[int]*kvCache
-	allocs  []cu.DevicePtr
-	used    int64
-	tokens  cu.DevicePtr // device copy of the step's tokens
-	ntok    int
-	stage   unsafe.Pointer // pinned host staging for Write and Read
-	nstage  int
+	ctx    cu.CUContext
+	hasCtx bool
+	k      *kernels
+	slots  [16]uint64
+	kv     map[int]*kvCache
+	allocs []cu.DevicePtr
+	used   int64
+	tokens cu.DevicePtr // the step on the device: its position, then its token ids
+	ntok   int          // token ids tokens has room for
+	stream stream       // every launch goes here (graphs need a stream of our own)
+	graphs map[string]*graph
+	seen   map[string]bool // batches run once, captured when seen again
+	key    []byte
+	stats  graphStats
+	stage  unsafe.Pointer // pinned host staging for Write and Read
+	nstage int
 }
 
 // weight is a resident weight: its file bytes on the GPU, or for one-row
@@ -134,6 +140,13 @@ func New(ordinal int) (*Device, error) {
 			return err
 		}
 		d.hasCtx = true
+		if d.stream, err = newStream(); err != nil {
+			return err
+		}
+		if d.tokens, err = d.alloc(4 * (1 + 512)); err != nil {
+			return err
+		}
+		d.ntok = 512
 		d.k, err = loadKernels()
 		return err
 	})
@@ -144,58 +157,46 @@ func New(ordinal int) (*Device, error) {
 	return d, nil
 }
 
-// item is a call for the device's thread; async calls get no reply.
+// item is a call for the device's thread.
 type item struct {
-	f     func() error
-	async bool
+	f func() error
 }
 
-// loop is the device's thread: every CUDA call of its context runs here. An
-// async call's error is kept and returned by the next synchronous call.
+// loop is the device's thread: every CUDA call of its context runs here.
 func (d *Device) loop() {
 	runtime.LockOSThread()
 	for it := range d.work {
-		err := it.f()
-		if it.async {
-			if d.pending == nil {
-				d.pending = err
-			}
-			continue
-		}
-		if d.pending != nil {
-			err, d.pending = errors.Join(d.pending, err), nil
-		}
-		d.done <- err
+		d.done <- it.f()
 	}
 }
 
-// do runs f on the device's thread and returns its error, or that of an
-// earlier async call.
+// do runs f on the device's thread and returns its error, joined with that
+// of any op queued before it: handing work to a locked thread and back costs
+// ~20 µs on the lent H100's host, five times a kernel launch, so Run only
+// queues its op and the ops queued since the last call are launched here
+// first, together (as one CUDA graph when the same batch was seen before).
 func (d *Device) do(f func() error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return fmt.Errorf("cuda: %s is closed", d.name)
 	}
-	d.work <- item{f: f}
-	return <-d.done
-}
-
-// enqueue runs f on the device's thread without waiting: handing work to a
-// locked thread and back costs ~20 µs on the lent H100's host, five times a
-// kernel launch, so ops are queued and only Read, Write and Sync wait.
-func (d *Device) enqueue(f func() error) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return fmt.Errorf("cuda: %s is closed", d.name)
-	}
-	d.work <- item{f: f, async: true}
-	return nil
+	q := d.queue
+	d.work <- item{f: func() error {
+		var qerr error
+		if len(q) > 0 {
+			qerr = d.flush(q)
+		}
+		return errors.Join(qerr, f())
+	}}
+	err := <-d.done
+	clear(q)
+	d.queue = q[:0]
+	return err
 }
 
 // args starts a kernel's parameter list in the device's slots (device thread only).
-func (d *Device) args() *args { return &args{slot: &d.slots} }
+func (d *Device) args() *args { return &args{slot: &d.slots, s: d.stream} }
 
 // Name implements devices.Device.
 func (d *Device) Name() string { return d.name }
@@ -282,6 +283,7 @@ func (d *Device) alloc(n int64) (cu.DevicePtr, error) {
 	}
 	d.allocs = append(d.allocs, p)
 	d.used += n
+	d.freeGraphs() // a graph may hold a pointer that this one replaces
 	return p, nil
 }
 
@@ -407,6 +409,12 @@ func (d *Device) Close() error {
 			cu.Synchronize()
 			d.k.unload()
 		}
+		if debugGraph {
+			fmt.Fprintf(os.Stderr, "cuda: %s: batches: %d graph replays, %d captures, %d failed captures (%v), %d eager\n", d.name, d.stats.replays, d.stats.captures, d.stats.failed, d.stats.lastErr, d.stats.eager)
+		}
+		d.freeGraphs()
+		d.stream.destroy()
+		d.stream = stream{}
 		for _, p := range d.allocs {
 			if err := cu.MemFree(p); err != nil {
 				errs = append(errs, err)

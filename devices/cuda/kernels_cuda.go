@@ -56,7 +56,7 @@ type kernels struct {
 	mods                        []cu.Module
 	byType                      map[quant.Type]*typed
 	rmsNorm, rope, siluMul, add kernel
-	attention                   kernel
+	attention, kvAppend         kernel
 }
 
 // loadKernels loads the embedded modules into the current context.
@@ -106,7 +106,7 @@ func loadKernels() (*kernels, error) {
 		k    *kernel
 		m    cu.Module
 		name string
-	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.attention, am, "attention"}} {
+	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.attention, am, "attention"}, {&k.kvAppend, om, "kv_append"}} {
 		if *p.k, err = get(p.m, p.name); err != nil {
 			return nil, err
 		}

@@ -10,12 +10,28 @@ package cuda
 #cgo LDFLAGS: -lcuda
 #include <cuda.h>
 
-// hy_launch launches f on the default stream with n parameters whose values
-// sit in 8-byte slots of args (an int or float parameter reads the low bytes).
-static CUresult hy_launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, void *args, int n) {
+// hy_launch launches f on stream s with n parameters whose values sit in
+// 8-byte slots of args (an int or float parameter reads the low bytes).
+static CUresult hy_launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, void *args, int n, CUstream s) {
 	void *p[16];
 	for (int i = 0; i < n && i < 16; i++) p[i] = (char *)args + 8 * i;
-	return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, 0, 0, p, 0);
+	return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, 0, s, p, 0);
+}
+
+// The device's stream synchronises with the legacy default stream (which
+// gorgonia.org/cu's copies use), so the order of all its work is kept.
+static CUresult hy_stream_create(CUstream *s) { return cuStreamCreate(s, CU_STREAM_DEFAULT); }
+static void hy_stream_destroy(CUstream s) { cuStreamDestroy(s); }
+static CUresult hy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return cuMemcpyDtoDAsync(dst, src, n, s); }
+
+// Graph capture and replay of a step's launches on stream s.
+static CUresult hy_capture_begin(CUstream s) { return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED); }
+static CUresult hy_capture_end(CUstream s, CUgraph *g) { return cuStreamEndCapture(s, g); }
+static CUresult hy_instantiate(CUgraphExec *e, CUgraph g) { return cuGraphInstantiateWithFlags(e, g, 0); }
+static CUresult hy_graph_launch(CUgraphExec e, CUstream s) { return cuGraphLaunch(e, s); }
+static void hy_graph_free(CUgraph g, CUgraphExec e) {
+	if (e) cuGraphExecDestroy(e);
+	if (g) cuGraphDestroy(g);
 }
 
 static CUresult hy_host_alloc(void **p, size_t n) { return cuMemAllocHost(p, n); }
@@ -66,6 +82,7 @@ func newKernel(name string, f cu.Function) kernel {
 type args struct {
 	slot *[16]uint64
 	n    int
+	s    stream
 }
 
 func (a *args) ptr(p uintptr) *args { a.slot[a.n] = uint64(p); a.n++; return a }
@@ -73,9 +90,78 @@ func (a *args) i32(v int) *args     { a.slot[a.n] = uint64(uint32(int32(v))); a.
 func (a *args) i64(v int64) *args   { a.slot[a.n] = uint64(v); a.n++; return a }
 func (a *args) f32(v float32) *args { a.slot[a.n] = uint64(math.Float32bits(v)); a.n++; return a }
 
-// launch runs k on a gx×gy grid of bx-thread blocks.
+// stream is a CUDA stream of the device's context.
+type stream struct{ s C.CUstream }
+
+func newStream() (stream, error) {
+	var s stream
+	if r := C.hy_stream_create(&s.s); r != 0 {
+		return s, fmt.Errorf("cuStreamCreate: %s", C.GoString(C.hy_err(r)))
+	}
+	return s, nil
+}
+
+func (s stream) destroy() {
+	if s.s != nil {
+		C.hy_stream_destroy(s.s)
+	}
+}
+
+// copyDtoD queues a device-to-device copy of n bytes on s.
+func (s stream) copyDtoD(dst, src uintptr, n int) error {
+	if r := C.hy_dtod(C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(n), s.s); r != 0 {
+		return fmt.Errorf("cuMemcpyDtoDAsync(%d bytes): %s", n, C.GoString(C.hy_err(r)))
+	}
+	return nil
+}
+
+// graph is an instantiated CUDA graph of captured launches.
+type graph struct {
+	g C.CUgraph
+	e C.CUgraphExec
+}
+
+// capture records what f queues on s into a graph instead of running it.
+// f's error, or the capture's, leaves nothing captured or run.
+func (s stream) capture(f func() error) (*graph, error) {
+	if r := C.hy_capture_begin(s.s); r != 0 {
+		return nil, fmt.Errorf("cuStreamBeginCapture: %s", C.GoString(C.hy_err(r)))
+	}
+	ferr := f()
+	var g graph
+	if r := C.hy_capture_end(s.s, &g.g); r != 0 {
+		g.free()
+		if ferr != nil {
+			return nil, ferr
+		}
+		return nil, fmt.Errorf("cuStreamEndCapture: %s", C.GoString(C.hy_err(r)))
+	}
+	if ferr != nil {
+		g.free()
+		return nil, ferr
+	}
+	if r := C.hy_instantiate(&g.e, g.g); r != 0 {
+		g.free()
+		return nil, fmt.Errorf("cuGraphInstantiate: %s", C.GoString(C.hy_err(r)))
+	}
+	return &g, nil
+}
+
+func (g *graph) launch(s stream) error {
+	if r := C.hy_graph_launch(g.e, s.s); r != 0 {
+		return fmt.Errorf("cuGraphLaunch: %s", C.GoString(C.hy_err(r)))
+	}
+	return nil
+}
+
+func (g *graph) free() {
+	C.hy_graph_free(g.g, g.e)
+	g.g, g.e = nil, nil
+}
+
+// launch runs k on a gx×gy grid of bx-thread blocks on a's stream.
 func launch(k kernel, gx, gy, bx int, a *args) error {
-	if r := C.hy_launch(k.fn, C.uint(gx), C.uint(gy), C.uint(bx), unsafe.Pointer(&a.slot[0]), C.int(a.n)); r != 0 {
+	if r := C.hy_launch(k.fn, C.uint(gx), C.uint(gy), C.uint(bx), unsafe.Pointer(&a.slot[0]), C.int(a.n), a.s.s); r != 0 {
 		return fmt.Errorf("launch %s (%d×%d blocks of %d): %s", k.name, gx, gy, bx, C.GoString(C.hy_err(r)))
 	}
 	return nil

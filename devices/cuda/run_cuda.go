@@ -3,9 +3,12 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"slices"
+	"unsafe"
 
 	"gorgonia.org/cu"
 
@@ -55,13 +58,160 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 			return fmt.Errorf("cuda: op %s: positions %d..%d exceed the context of %d", op, st.Pos, st.Pos+len(st.Tokens)-1, op.Attn.Context)
 		}
 	}
-	n := len(in)
-	return d.enqueue(func() error {
-		if err := d.run(op, st, w, ins[:n], ob); err != nil {
-			return fmt.Errorf("cuda: op %s: %w", op, err)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("cuda: %s is closed", d.name)
+	}
+	d.queue = append(d.queue, pending{op: op, st: st, w: w, ins: ins, n: len(in), out: ob})
+	return nil
+}
+
+// pending is an op that Run accepted, to be launched by the next flush.
+type pending struct {
+	op  *ops.Op
+	st  ops.Step // st.Tokens is the op's own only for Embed; the others use its length
+	w   *weight
+	ins [3]*Buffer
+	n   int
+	out *Buffer
+}
+
+// Debugging switches: HYBRID_CUDA_GRAPHS=0 runs every batch eagerly, and
+// HYBRID_CUDA_DEBUG=1 prints how batches ran when the device closes.
+var (
+	noGraphs   = os.Getenv("HYBRID_CUDA_GRAPHS") == "0"
+	debugGraph = os.Getenv("HYBRID_CUDA_DEBUG") == "1"
+)
+
+// graphStats counts how flushed batches ran.
+type graphStats struct {
+	replays, captures, failed, eager int
+	lastErr                          error
+}
+
+// minGraph is the fewest ops of a batch worth capturing as a graph.
+const minGraph = 16
+
+// maxGraphs bounds the graphs kept; past it they are all dropped.
+const maxGraphs = 64
+
+// flush launches the queued ops q (device thread only), in batches of one
+// step each (one position and token count, at most one Embed), and returns
+// the first error. Every batch first writes its position and token ids to
+// d.tokens, which the kernels read, so a batch seen before (the same ops on
+// the same buffers: a decode step) replays as one CUDA graph whatever the
+// position.
+func (d *Device) flush(q []pending) error {
+	var first error
+	for i := 0; i < len(q); {
+		embed := q[i].op.Kind == ops.Embed
+		j := i + 1
+		for ; j < len(q); j++ {
+			p := q[j]
+			if p.st.Pos != q[i].st.Pos || len(p.st.Tokens) != len(q[i].st.Tokens) || (embed && p.op.Kind == ops.Embed) {
+				break
+			}
+			embed = embed || p.op.Kind == ops.Embed
 		}
-		return nil
-	})
+		if err := d.runBatch(q[i:j]); err != nil && first == nil {
+			first = err
+		}
+		i = j
+	}
+	return first
+}
+
+func (d *Device) runBatch(b []pending) error {
+	var toks []int32
+	for _, p := range b {
+		if p.op.Kind == ops.Embed {
+			toks = p.st.Tokens
+		}
+	}
+	if err := d.uploadStep(b[0].st.Pos, toks); err != nil {
+		return fmt.Errorf("cuda: step upload: %w", err)
+	}
+	key := d.sig(b)
+	if g := d.graphs[string(key)]; g != nil {
+		d.stats.replays++
+		return g.launch(d.stream)
+	}
+	if len(b) >= minGraph && d.seen[string(key)] && !noGraphs {
+		used := d.used
+		g, err := d.stream.capture(func() error {
+			for _, p := range b {
+				if err := d.runOp(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err == nil && used == d.used {
+			if len(d.graphs) >= maxGraphs {
+				d.freeGraphs()
+			}
+			if d.graphs == nil {
+				d.graphs = map[string]*graph{}
+			}
+			d.graphs[string(key)] = g
+			d.stats.captures++
+			return g.launch(d.stream)
+		}
+		if g != nil {
+			g.free()
+		}
+		d.stats.failed++
+		d.stats.lastErr = err
+		// Nothing captured ran: run the batch eagerly.
+	}
+	if d.seen == nil || len(d.seen) > 1024 {
+		d.seen = map[string]bool{}
+	}
+	d.seen[string(key)] = true
+	d.stats.eager++
+	var first error
+	for _, p := range b {
+		if err := d.runOp(p); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (d *Device) runOp(p pending) error {
+	if err := d.run(p.op, p.st, p.w, p.ins[:p.n], p.out); err != nil {
+		return fmt.Errorf("cuda: op %s: %w", p.op, err)
+	}
+	return nil
+}
+
+// sig is a batch's key: its token count and each op with its weight and buffers.
+func (d *Device) sig(b []pending) []byte {
+	k := binary.LittleEndian.AppendUint64(d.key[:0], uint64(len(b[0].st.Tokens)))
+	for _, p := range b {
+		k = binary.LittleEndian.AppendUint64(k, uint64(uintptr(unsafe.Pointer(p.op))))
+		var w uint64
+		if p.w != nil {
+			w = uint64(p.w.ptr)
+		}
+		k = binary.LittleEndian.AppendUint64(k, w)
+		k = binary.LittleEndian.AppendUint64(k, uint64(p.out.ptr))
+		k = binary.LittleEndian.AppendUint64(k, uint64(p.out.n))
+		for _, in := range p.ins[:p.n] {
+			k = binary.LittleEndian.AppendUint64(k, uint64(in.ptr))
+			k = binary.LittleEndian.AppendUint64(k, uint64(in.n))
+		}
+	}
+	d.key = k
+	return k
+}
+
+func (d *Device) freeGraphs() {
+	for _, g := range d.graphs {
+		g.free()
+	}
+	d.graphs = nil
 }
 
 // run launches op (device thread only).
@@ -77,10 +227,10 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 		if n == 0 {
 			return nil
 		}
-		if err := d.uploadTokens(st.Tokens); err != nil {
-			return err
+		if n > d.ntok {
+			return fmt.Errorf("%d tokens were not uploaded", n)
 		}
-		return launch(d.k.byType[w.typ].embed, n, 1, 128, d.args().ptr(uintptr(w.ptr)).i64(int64(w.rowBytes)).ptr(uintptr(d.tokens)).ptr(uintptr(out.ptr)).i32(cols))
+		return launch(d.k.byType[w.typ].embed, n, 1, 128, d.args().ptr(uintptr(w.ptr)).i64(int64(w.rowBytes)).ptr(uintptr(d.tokens+4)).ptr(uintptr(out.ptr)).i32(cols))
 	case ops.RMSNorm:
 		cols := w.w.Cols
 		rows := in[0].n / cols
@@ -114,7 +264,7 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 		pairs := rows * (width / r.HeadDim) * (r.HeadDim / 2)
 		// The CPU device's step, rounded to f32 the same way.
 		scale := float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(r.Dims))))
-		return launch(d.k.rope, blocks(pairs), 1, threads, d.args().ptr(uintptr(in[0].ptr)).ptr(uintptr(out.ptr)).i32(rows).i32(width).i32(r.HeadDim).i32(r.Dims).f32(scale).i32(st.Pos))
+		return launch(d.k.rope, blocks(pairs), 1, threads, d.args().ptr(uintptr(in[0].ptr)).ptr(uintptr(out.ptr)).i32(rows).i32(width).i32(r.HeadDim).i32(r.Dims).f32(scale).ptr(uintptr(d.tokens)))
 	case ops.Attention:
 		return d.attention(op, st, in, out)
 	case ops.SiLUMul, ops.Add:
@@ -132,29 +282,35 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 			return fmt.Errorf("last row of %d elements from %d", out.n, in[0].n)
 		}
 		src := in[0].ptr + cu.DevicePtr(4*(in[0].n-out.n))
-		return cu.MemcpyDtoDAsync(out.ptr, src, int64(4*out.n), cu.Stream{})
+		return d.stream.copyDtoD(uintptr(out.ptr), uintptr(src), 4*out.n)
 	}
 	return fmt.Errorf("%w kind", devices.ErrUnsupported)
 }
 
-// uploadTokens copies the step's token ids to d.tokens (device thread only).
-func (d *Device) uploadTokens(toks []int32) error {
+// uploadStep writes the step's position and token ids to d.tokens (device
+// thread only). The copy waits for the work queued before it, which may
+// still read the last step's.
+func (d *Device) uploadStep(pos int, toks []int32) error {
 	if len(toks) > d.ntok {
 		n := max(len(toks), 512)
-		p, err := d.alloc(4 * int64(n))
+		p, err := d.alloc(4 * int64(1+n))
 		if err != nil {
 			return err
 		}
 		d.tokens, d.ntok = p, n
 	}
-	s, err := d.staging(4 * len(toks))
+	s, err := d.staging(4 * (1 + len(toks)))
 	if err != nil {
 		return err
 	}
-	for i, t := range toks {
+	put := func(i int, t int32) {
 		s[4*i], s[4*i+1], s[4*i+2], s[4*i+3] = byte(t), byte(t>>8), byte(t>>16), byte(t>>24)
 	}
-	return cu.MemcpyHtoD(d.tokens, d.stage, int64(4*len(toks)))
+	put(0, int32(pos))
+	for i, t := range toks {
+		put(1+i, t)
+	}
+	return cu.MemcpyHtoD(d.tokens, d.stage, int64(len(s)))
 }
 
 // attention appends the step's keys and values to the layer's cache and
@@ -183,14 +339,13 @@ func (d *Device) attention(op *ops.Op, st ops.Step, in []*Buffer, out *Buffer) e
 		c = &kvCache{k: k, v: v, ctx: a.Context, dim: dim}
 		d.kv[op.Layer] = c
 	}
-	off, bytes := cu.DevicePtr(4*st.Pos*dim), int64(4*n*dim)
-	if err := cu.MemcpyDtoDAsync(c.k+off, in[1].ptr, bytes, cu.Stream{}); err != nil {
-		return err
-	}
-	if err := cu.MemcpyDtoDAsync(c.v+off, in[2].ptr, bytes, cu.Stream{}); err != nil {
+	// The kernels read the position from d.tokens (see flush).
+	posp := uintptr(d.tokens)
+	if err := launch(d.k.kvAppend, (n*dim+255)/256, 1, 256, d.args().ptr(uintptr(in[1].ptr)).ptr(uintptr(in[2].ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).
+		i32(n*dim).i32(dim).ptr(posp)); err != nil {
 		return err
 	}
 	scale := 1 / float32(math.Sqrt(float64(a.HeadDim)))
 	return launch(d.k.attention, a.Heads, n, 128, d.args().ptr(uintptr(in[0].ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
-		i32(a.Heads).i32(a.KVHeads).i32(a.HeadDim).i32(st.Pos).f32(scale))
+		i32(a.Heads).i32(a.KVHeads).i32(a.HeadDim).ptr(posp).f32(scale))
 }

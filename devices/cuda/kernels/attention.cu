@@ -14,7 +14,8 @@
 #define MAX_T 8 // head dims up to 256
 
 extern "C" __global__ void attention(const float *q, const float *kc, const float *vc, float *out, int heads, int kvHeads,
-                                     int headDim, int pos, float scale) {
+                                     int headDim, const int *posp, float scale) {
+	int pos = *posp; // the step's position, read from the device
 	__shared__ float sm[ATT_WARPS][2 + 32 * MAX_T];
 	int h = blockIdx.x, i = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	int dim = kvHeads * headDim, kh = (h / (heads / kvHeads)) * headDim, span = pos + i + 1;

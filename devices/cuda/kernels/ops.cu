@@ -49,7 +49,10 @@ extern "C" __global__ void rms_norm(const float *x, const float *w, float *y, in
 // base^(-2/dims) computed on the host; θ is stepped by repeated f32
 // multiplication as the CPU device does, so both see the same angle. Pairs at
 // or past dims/2 are copied.
-extern "C" __global__ void rope(const float *x, float *y, int rows, int width, int headDim, int dims, float scale, int pos) {
+// pos is read from the device (the step's position, written once per step),
+// so a captured CUDA graph replays for every position.
+extern "C" __global__ void rope(const float *x, float *y, int rows, int width, int headDim, int dims, float scale, const int *posp) {
+	int pos = *posp;
 	int half = headDim / 2, heads = width / headDim;
 	long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
 	if (idx >= (long long)rows * heads * half) return;
@@ -83,4 +86,15 @@ extern "C" __global__ void silu_mul(const float *g, const float *u, float *y, in
 extern "C" __global__ void add(const float *a, const float *b, float *y, int n) {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < n) y[i] = a[i] + b[i];
+}
+
+// kv_append: kc[pos·dim + i] = k[i], vc[pos·dim + i] = v[i] for the step's n
+// rows of dim (total = n·dim); pos is read from the device.
+extern "C" __global__ void kv_append(const float *k, const float *v, float *kc, float *vc, int total, int dim, const int *posp) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < total) {
+		long long o = (long long)(*posp) * dim + i;
+		kc[o] = k[i];
+		vc[o] = v[i];
+	}
 }
