@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"hybrid/ops"
 )
@@ -178,5 +177,3 @@ func Evaluate(p *Problem, assign []int) (float64, bool) {
 	}
 	return c, true
 }
-
-func seconds(d time.Duration) float64 { return d.Seconds() }

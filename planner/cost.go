@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"fmt"
 	"time"
 
 	"hybrid/devices"
@@ -127,7 +126,7 @@ func (c *Costs) hwName(d devices.Info) string {
 }
 
 // hostInfo is the pseudo-device of host memory for the per-op ablation.
-func hostInfo(c *Costs) devices.Info {
+func hostInfo() devices.Info {
 	return devices.Info{Name: Host, Kind: "cpu"}
 }
 
@@ -137,5 +136,3 @@ func describe(d devices.Info) string {
 	}
 	return d.Name
 }
-
-var _ = fmt.Sprintf

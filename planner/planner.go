@@ -137,7 +137,7 @@ func prepare(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, *Pr
 }
 
 func (p *Plan) copyTime(c *Costs, from, to string, bytes int64) time.Duration {
-	host := hostInfo(c)
+	host := hostInfo()
 	fi, ti := host, host
 	if j := p.DeviceIndex(from); j >= 0 {
 		fi = p.Devices[j]

@@ -1,9 +1,6 @@
 package runtime
 
 import (
-	"fmt"
-	"time"
-
 	"hybrid/devices"
 	"hybrid/devices/sim"
 	"hybrid/models/llama"
@@ -145,13 +142,4 @@ func (s *Session) Close() {
 	for _, d := range s.Devices {
 		d.Close()
 	}
-}
-
-// Timing compares a run's measured time per step with the plan's prediction.
-func Timing(pred time.Duration, measured time.Duration, steps int) string {
-	if steps == 0 {
-		return "no steps"
-	}
-	per := measured / time.Duration(steps)
-	return fmt.Sprintf("predicted %.3f ms/step, measured %.3f ms/step", float64(pred)/1e6, float64(per)/1e6)
 }

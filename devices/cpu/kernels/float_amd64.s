@@ -74,15 +74,6 @@ TEXT ·dotF32(SB), NOSPLIT, $0-28
 	MOVSS X0, ret+24(FP)
 	RET
 
-// func dotF16(w *byte, x *float32, n int) float32
-TEXT ·dotF16(SB), NOSPLIT, $0-28
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ n+16(FP), DX
-	DOTLOOP(LOADF16, LOADF161, 2, f16a, f16b, f16c, f16d, f16e)
-	MOVSS X0, ret+24(FP)
-	RET
-
 // func dotBF16(w *byte, x *float32, n int) float32
 TEXT ·dotBF16(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI

@@ -85,9 +85,6 @@ func q6_KRows(w *byte, stride, rows int, xq *int8, xd *float32, bs *int16, nb in
 func dotF32(w *byte, x *float32, n int) float32
 
 //go:noescape
-func dotF16(w *byte, x *float32, n int) float32
-
-//go:noescape
 func dotBF16(w *byte, x *float32, n int) float32
 
 //go:noescape
