@@ -24,6 +24,11 @@ type Info struct {
 	Memory int64
 	// Detail is one human line: the hardware, its threads, its profile.
 	Detail string
+	// Precision is the arithmetic the device computes in: "" or "f32" for
+	// f32 (with f32 accumulation), "f16" for devices such as the Neural
+	// Engine that round activations and weights to fp16. The planner and
+	// tables show it; the executor keeps values in f32 either way.
+	Precision string
 }
 
 // Simulator is implemented by simulated devices: the time an op or a copy

@@ -404,10 +404,17 @@ func (e *Executor) compile(n int) (*compiled, error) {
 	return c, nil
 }
 
+// reuseGap is how many ops after its last reader a buffer may be written
+// again. A device may launch a few neighbouring ops as one kernel (the CUDA
+// device fuses up to four in a decode step), whose blocks read an input
+// while others write outputs: an output must not take the buffer of a value
+// read within the group.
+const reuseGap = 4
+
 // allocate gives every interval on device d a buffer, reusing a buffer once
-// the interval holding it has ended (the first free one large enough, or
-// growing one), so that a step needs a few buffers per device, not one per
-// value.
+// the interval holding it has ended reuseGap ops before (the first free one
+// large enough, or growing one), so that a step needs a few buffers per
+// device, not one per value.
 func allocate(d devices.Device, ivs []*interval) error {
 	sort.SliceStable(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })
 	type slot struct {
@@ -419,7 +426,7 @@ func allocate(d devices.Device, ivs []*interval) error {
 	for _, iv := range ivs {
 		pick := -1
 		for i, s := range slots {
-			if s.free >= iv.start {
+			if s.free+reuseGap >= iv.start {
 				continue
 			}
 			if pick < 0 || (s.size >= iv.elems && (slots[pick].size < iv.elems || s.size < slots[pick].size)) {

@@ -72,7 +72,7 @@ type Device struct {
 	ctx    cu.CUContext
 	hasCtx bool
 	k      *kernels
-	slots  [16]uint64
+	slots  [maxArgs]uint64
 	kv     map[int]*kvCache
 	allocs []cu.DevicePtr
 	used   int64
@@ -83,6 +83,8 @@ type Device struct {
 	seen   map[string]bool // batches run once, captured when seen again
 	key    []byte
 	stats  graphStats
+	units  []unit         // fuse's scratch
+	noFuse bool           // launch every op alone (tests compare both ways)
 	stage  unsafe.Pointer // pinned host staging for Write and Read
 	nstage int
 }
@@ -410,7 +412,7 @@ func (d *Device) Close() error {
 			d.k.unload()
 		}
 		if debugGraph {
-			fmt.Fprintf(os.Stderr, "cuda: %s: batches: %d graph replays, %d captures, %d failed captures (%v), %d eager\n", d.name, d.stats.replays, d.stats.captures, d.stats.failed, d.stats.lastErr, d.stats.eager)
+			fmt.Fprintf(os.Stderr, "cuda: %s: batches: %d graph replays, %d captures, %d failed captures (%v), %d eager; launched %d fused units and %d ops alone\n", d.name, d.stats.replays, d.stats.captures, d.stats.failed, d.stats.lastErr, d.stats.eager, d.stats.fused, d.stats.alone)
 		}
 		d.freeGraphs()
 		d.stream.destroy()

@@ -18,6 +18,7 @@ import (
 //go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/matmul.ptx kernels/matmul.cu
 //go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/ops.ptx kernels/ops.cu
 //go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/attention.ptx kernels/attention.cu
+//go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/fused.ptx kernels/fused.cu
 
 var (
 	//go:embed kernels/matmul.ptx
@@ -26,6 +27,8 @@ var (
 	opsPTX string
 	//go:embed kernels/attention.ptx
 	attentionPTX string
+	//go:embed kernels/fused.ptx
+	fusedPTX string
 )
 
 // typeNames are the weight types the kernels are instantiated for
@@ -49,6 +52,7 @@ func chunk(t quant.Type) int {
 // typed holds a weight type's kernels.
 type typed struct {
 	matvec, matmul8, embed kernel
+	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
 }
 
 // kernels are one context's loaded functions, looked up once.
@@ -57,6 +61,7 @@ type kernels struct {
 	byType                      map[quant.Type]*typed
 	rmsNorm, rope, siluMul, add kernel
 	attention, kvAppend         kernel
+	ropeKV                      kernel // fused decode RoPE and cache append
 }
 
 // loadKernels loads the embedded modules into the current context.
@@ -89,6 +94,10 @@ func loadKernels() (*kernels, error) {
 	if err != nil {
 		return nil, err
 	}
+	fm, err := load(fusedPTX)
+	if err != nil {
+		return nil, err
+	}
 	for t, n := range typeNames {
 		var tk typed
 		if tk.matvec, err = get(mm, "matvec_"+n); err != nil {
@@ -100,13 +109,16 @@ func loadKernels() (*kernels, error) {
 		if tk.embed, err = get(om, "embed_"+n); err != nil {
 			return nil, err
 		}
+		if tk.mv, err = get(fm, "mv_"+n); err != nil {
+			return nil, err
+		}
 		k.byType[t] = &tk
 	}
 	for _, p := range []struct {
 		k    *kernel
 		m    cu.Module
 		name string
-	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.attention, am, "attention"}, {&k.kvAppend, om, "kv_append"}} {
+	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.attention, am, "attention"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}} {
 		if *p.k, err = get(p.m, p.name); err != nil {
 			return nil, err
 		}

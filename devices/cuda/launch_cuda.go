@@ -10,12 +10,13 @@ package cuda
 #cgo LDFLAGS: -lcuda
 #include <cuda.h>
 
-// hy_launch launches f on stream s with n parameters whose values sit in
-// 8-byte slots of args (an int or float parameter reads the low bytes).
-static CUresult hy_launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, void *args, int n, CUstream s) {
-	void *p[16];
-	for (int i = 0; i < n && i < 16; i++) p[i] = (char *)args + 8 * i;
-	return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, 0, s, p, 0);
+// hy_launch launches f on stream s with shmem bytes of dynamic shared
+// memory and n parameters whose values sit in 8-byte slots of args (an int or
+// float parameter reads the low bytes).
+static CUresult hy_launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, void *args, int n, CUstream s) {
+	void *p[24];
+	for (int i = 0; i < n && i < 24; i++) p[i] = (char *)args + 8 * i;
+	return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, shmem, s, p, 0);
 }
 
 // The device's stream synchronises with the legacy default stream (which
@@ -77,10 +78,13 @@ func newKernel(name string, f cu.Function) kernel {
 	return kernel{name: name, fn: *(*C.CUfunction)(unsafe.Pointer(&f))}
 }
 
+// maxArgs is the most parameters a kernel takes (hy_launch's array).
+const maxArgs = 24
+
 // args collects one launch's parameters in the device's slot array; the
 // device's thread owns it, so a launch allocates nothing.
 type args struct {
-	slot *[16]uint64
+	slot *[maxArgs]uint64
 	n    int
 	s    stream
 }
@@ -160,8 +164,11 @@ func (g *graph) free() {
 }
 
 // launch runs k on a gx×gy grid of bx-thread blocks on a's stream.
-func launch(k kernel, gx, gy, bx int, a *args) error {
-	if r := C.hy_launch(k.fn, C.uint(gx), C.uint(gy), C.uint(bx), unsafe.Pointer(&a.slot[0]), C.int(a.n), a.s.s); r != 0 {
+func launch(k kernel, gx, gy, bx int, a *args) error { return launchShared(k, gx, gy, bx, 0, a) }
+
+// launchShared is launch with shmem bytes of dynamic shared memory per block.
+func launchShared(k kernel, gx, gy, bx, shmem int, a *args) error {
+	if r := C.hy_launch(k.fn, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), unsafe.Pointer(&a.slot[0]), C.int(a.n), a.s.s); r != 0 {
 		return fmt.Errorf("launch %s (%d×%d blocks of %d): %s", k.name, gx, gy, bx, C.GoString(C.hy_err(r)))
 	}
 	return nil

@@ -87,6 +87,7 @@ var (
 // graphStats counts how flushed batches ran.
 type graphStats struct {
 	replays, captures, failed, eager int
+	fused, alone                     int // units launched by capture or eagerly: fused, and single ops
 	lastErr                          error
 }
 
@@ -140,8 +141,8 @@ func (d *Device) runBatch(b []pending) error {
 	if len(b) >= minGraph && d.seen[string(key)] && !noGraphs {
 		used := d.used
 		g, err := d.stream.capture(func() error {
-			for _, p := range b {
-				if err := d.runOp(p); err != nil {
+			for _, u := range d.fuse(b) {
+				if err := d.runUnit(u); err != nil {
 					return err
 				}
 			}
@@ -171,8 +172,8 @@ func (d *Device) runBatch(b []pending) error {
 	d.seen[string(key)] = true
 	d.stats.eager++
 	var first error
-	for _, p := range b {
-		if err := d.runOp(p); err != nil && first == nil {
+	for _, u := range d.fuse(b) {
+		if err := d.runUnit(u); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -181,10 +182,12 @@ func (d *Device) runBatch(b []pending) error {
 
 func (d *Device) runOp(p pending) error {
 	if err := d.run(p.op, p.st, p.w, p.ins[:p.n], p.out); err != nil {
-		return fmt.Errorf("cuda: op %s: %w", p.op, err)
+		return opErr(p, err)
 	}
 	return nil
 }
+
+func opErr(p pending, err error) error { return fmt.Errorf("cuda: op %s: %w", p.op, err) }
 
 // sig is a batch's key: its token count and each op with its weight and buffers.
 func (d *Device) sig(b []pending) []byte {
@@ -262,9 +265,7 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 		}
 		width := in[0].n / rows
 		pairs := rows * (width / r.HeadDim) * (r.HeadDim / 2)
-		// The CPU device's step, rounded to f32 the same way.
-		scale := float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(r.Dims))))
-		return launch(d.k.rope, blocks(pairs), 1, threads, d.args().ptr(uintptr(in[0].ptr)).ptr(uintptr(out.ptr)).i32(rows).i32(width).i32(r.HeadDim).i32(r.Dims).f32(scale).ptr(uintptr(d.tokens)))
+		return launch(d.k.rope, blocks(pairs), 1, threads, d.args().ptr(uintptr(in[0].ptr)).ptr(uintptr(out.ptr)).i32(rows).i32(width).i32(r.HeadDim).i32(r.Dims).f32(ropeScale(r)).ptr(uintptr(d.tokens)))
 	case ops.Attention:
 		return d.attention(op, st, in, out)
 	case ops.SiLUMul, ops.Add:
@@ -324,28 +325,45 @@ func (d *Device) attention(op *ops.Op, st ops.Step, in []*Buffer, out *Buffer) e
 	if n == 0 {
 		return nil
 	}
+	c, err := d.kvFor(op)
+	if err != nil {
+		return err
+	}
+	// The kernels read the position from d.tokens (see flush).
+	dim := c.dim
+	if err := launch(d.k.kvAppend, (n*dim+255)/256, 1, 256, d.args().ptr(uintptr(in[1].ptr)).ptr(uintptr(in[2].ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).
+		i32(n*dim).i32(dim).ptr(uintptr(d.tokens))); err != nil {
+		return err
+	}
+	return d.attend(op, n, in[0], out, c)
+}
+
+// kvFor returns op's layer cache, allocating it at first use (device thread only).
+func (d *Device) kvFor(op *ops.Op) (*kvCache, error) {
+	a := op.Attn
 	dim := a.KVHeads * a.HeadDim
 	c := d.kv[op.Layer]
 	if c == nil || c.ctx < a.Context || c.dim != dim {
 		// A replaced cache's memory stays allocated until Close.
 		k, err := d.alloc(4 * int64(a.Context*dim))
 		if err != nil {
-			return fmt.Errorf("KV cache: %w", err)
+			return nil, fmt.Errorf("KV cache: %w", err)
 		}
 		v, err := d.alloc(4 * int64(a.Context*dim))
 		if err != nil {
-			return fmt.Errorf("KV cache: %w", err)
+			return nil, fmt.Errorf("KV cache: %w", err)
 		}
 		c = &kvCache{k: k, v: v, ctx: a.Context, dim: dim}
 		d.kv[op.Layer] = c
 	}
-	// The kernels read the position from d.tokens (see flush).
-	posp := uintptr(d.tokens)
-	if err := launch(d.k.kvAppend, (n*dim+255)/256, 1, 256, d.args().ptr(uintptr(in[1].ptr)).ptr(uintptr(in[2].ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).
-		i32(n*dim).i32(dim).ptr(posp)); err != nil {
-		return err
-	}
+	return c, nil
+}
+
+// attend launches the attention kernel for n query rows q over cache c,
+// whose keys and values for the step are already appended.
+func (d *Device) attend(op *ops.Op, n int, q, out *Buffer, c *kvCache) error {
+	a := op.Attn
 	scale := 1 / float32(math.Sqrt(float64(a.HeadDim)))
-	return launch(d.k.attention, a.Heads, n, 128, d.args().ptr(uintptr(in[0].ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
-		i32(a.Heads).i32(a.KVHeads).i32(a.HeadDim).ptr(posp).f32(scale))
+	return launch(d.k.attention, a.Heads, n, 128, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
+		i32(a.Heads).i32(a.KVHeads).i32(a.HeadDim).ptr(uintptr(d.tokens)).f32(scale))
 }

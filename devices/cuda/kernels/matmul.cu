@@ -9,7 +9,7 @@
 // reads the weights once per 8 tokens). Bound: memory for NT = 1 (weights
 // read once); the batched version re-reads weights from L2 per 8 tokens and
 // is far from the FLOP rate of tensor cores.
-#include "quant.cuh"
+#include "common.cuh"
 
 template <int T, int NT>
 __device__ __forceinline__ void matmul(const uint8_t *W, long long rowBytes, const float *X, float *Y, int rows, int cols, int n) {
@@ -49,7 +49,10 @@ __device__ __forceinline__ void matmul(const uint8_t *W, long long rowBytes, con
 
 #define MATMUL(id, name)                                                                                           \
 	extern "C" __global__ void matvec_##name(const uint8_t *W, long long rb, const float *X, float *Y, int rows, int cols, int n) { \
-		matmul<id, 1>(W, rb, X, Y, rows, cols, n);                                                                 \
+		int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);                                             \
+		if (row >= rows) return;                                                                                   \
+		float s = row_dot<id>(W + row * rb, X, cols / 8, threadIdx.x & 31);                                       \
+		if ((threadIdx.x & 31) == 0) Y[row] = s;                                                                   \
 	}                                                                                                              \
 	extern "C" __global__ void matmul8_##name(const uint8_t *W, long long rb, const float *X, float *Y, int rows, int cols, int n) { \
 		matmul<id, 8>(W, rb, X, Y, rows, cols, n);                                                                 \

@@ -1,7 +1,7 @@
 // ops.cu: the small ops of a Llama step over f32 rows; all are bound by
 // memory (one read and one write of each element) or, at decode sizes, by the
 // launch.
-#include "quant.cuh"
+#include "common.cuh"
 
 // embed_<type>: out[i, :] = row tokens[i] of the table W, decoded. One block
 // per token; threads take pieces of 8.
@@ -29,26 +29,12 @@ extern "C" __global__ void rms_norm(const float *x, const float *w, float *y, in
 	__shared__ float part[32];
 	const float *xr = x + (long long)blockIdx.x * cols;
 	float *yr = y + (long long)blockIdx.x * cols;
-	float s = 0;
-	for (int i = threadIdx.x; i < cols; i += blockDim.x) s = fmaf(xr[i], xr[i], s);
-	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
-	if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
-	__syncthreads();
-	if (threadIdx.x < 32) {
-		s = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0;
-		for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
-		if (threadIdx.x == 0) part[0] = s;
-	}
-	__syncthreads();
-	float scale = 1.0f / sqrtf(part[0] / cols + eps);
-	for (int i = threadIdx.x; i < cols; i += blockDim.x) yr[i] = __fmul_rn(xr[i], scale) * w[i];
+	float scale = block_rms_scale(xr, cols, eps, part);
+	for (int i = threadIdx.x; i < cols; i += blockDim.x) yr[i] = rms_apply(xr[i], scale, w[i]);
 }
 
 // rope: llama.cpp's "normal" mode. Thread (row, head, pair j) rotates
-// features 2j, 2j+1 of the head by θ = (pos+row)·scale^j, scale =
-// base^(-2/dims) computed on the host; θ is stepped by repeated f32
-// multiplication as the CPU device does, so both see the same angle. Pairs at
-// or past dims/2 are copied.
+// features 2j, 2j+1 of the head at position pos+row (rope_pair).
 // pos is read from the device (the step's position, written once per step),
 // so a captured CUDA graph replays for every position.
 extern "C" __global__ void rope(const float *x, float *y, int rows, int width, int headDim, int dims, float scale, const int *posp) {
@@ -61,24 +47,14 @@ extern "C" __global__ void rope(const float *x, float *y, int rows, int width, i
 	int row = rh / heads;
 	long long off = rh * headDim + 2 * j;
 	float x0 = x[off], x1 = x[off + 1];
-	if (2 * j >= dims) {
-		y[off] = x0, y[off + 1] = x1;
-		return;
-	}
-	float theta = (float)(pos + row);
-	for (int i = 0; i < j; i++) theta = __fmul_rn(theta, scale);
-	float s, c;
-	sincosf(theta, &s, &c);
-	y[off] = fmaf(x0, c, -__fmul_rn(x1, s));
-	y[off + 1] = fmaf(x0, s, __fmul_rn(x1, c));
+	rope_pair(x0, x1, pos + row, j, dims, scale, y[off], y[off + 1]);
 }
 
 // silu_mul: y = silu(g)·u = g/(1+e^-g)·u.
 extern "C" __global__ void silu_mul(const float *g, const float *u, float *y, int n) {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < n) {
-		float x = g[i];
-		y[i] = x / (1.0f + expf(-x)) * u[i];
+		y[i] = silu_of(g[i], u[i]);
 	}
 }
 

@@ -1,0 +1,298 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"math"
+	"os"
+
+	"gorgonia.org/cu"
+
+	"hybrid/ops"
+)
+
+// Decode-step fusion. A decode step queues sixteen small launches per Llama
+// block; at one token each is a few microseconds of mostly fixed cost, so
+// flush looks for runs of queued ops that one kernel of kernels/fused.cu can
+// do at once:
+//
+//	RMSNorm? MatMul{1,3}            norm, then up to three mat-vecs of its output (q, k, v)
+//	RMSNorm? MatMul MatMul SiLUMul  norm, gate and up row by row, silu(gate)·up
+//	RMSNorm? MatMul Add             the mat-vec and the residual add
+//	RoPE RoPE Attention             rotate q and k and append k, v to the cache; then attention
+//
+// which makes a block six launches. A fused launch writes every value the
+// ops it replaces write, and computes each exactly as they do (the kernels
+// share kernels/common.cuh), so fusing changes no result and nothing outside
+// the device can tell. Only decode steps (one token) are fused, only ops
+// queued back to back, and only where no output overlaps an input.
+// HYBRID_CUDA_FUSE=0 turns it off.
+
+var noFuse = os.Getenv("HYBRID_CUDA_FUSE") == "0"
+
+// maxFuseCols bounds the row a fused mat-vec stages in shared memory (48 KiB,
+// the most a launch gets without opting in).
+const maxFuseCols = 12288
+
+// fusion is how a unit is launched.
+type fusion uint8
+
+const (
+	single   fusion = iota // one op, by run
+	fuseMV                 // [RMSNorm] MatMul×1..3
+	fuseSiLU               // [RMSNorm] MatMul MatMul SiLUMul
+	fuseAdd                // [RMSNorm] MatMul Add
+	fuseRope               // RoPE RoPE Attention
+)
+
+// The fused mat-vec kernel's modes (MV_* in kernels/fused.cu).
+const (
+	mvPlain = 0
+	mvSiLU  = 1
+	mvAdd   = 2
+)
+
+// unit is one launch group of a batch: ops[0:n] of the queue, run as kind.
+type unit struct {
+	kind fusion
+	norm bool // fuseMV, fuseSiLU, fuseAdd: ops[0] is the RMSNorm
+	ops  []pending
+}
+
+// fuse splits batch b into units (device thread only).
+func (d *Device) fuse(b []pending) []unit {
+	us := d.units[:0]
+	for i := 0; i < len(b); {
+		u := d.match(b[i:])
+		us = append(us, u)
+		i += len(u.ops)
+		if u.kind == single {
+			d.stats.alone++
+		} else {
+			d.stats.fused++
+		}
+	}
+	d.units = us
+	return us
+}
+
+// match returns the unit that starts at q[0]: the longest fusion that
+// applies, else q[0] alone.
+func (d *Device) match(q []pending) unit {
+	one := unit{kind: single, ops: q[:1]}
+	if noFuse || d.noFuse || len(q[0].st.Tokens) != 1 {
+		return one
+	}
+	if u, ok := matchRope(q); ok {
+		return u
+	}
+	norm := q[0].op.Kind == ops.RMSNorm
+	i := 0
+	var x *Buffer
+	if norm {
+		if q[0].w == nil || q[0].n != 1 || q[0].ins[0].n != q[0].w.w.Cols || q[0].w.w.Cols > maxFuseCols {
+			return one
+		}
+		i, x = 1, q[0].out
+	} else if q[0].op.Kind == ops.MatMul && q[0].n == 1 {
+		x = q[0].ins[0]
+	} else {
+		return one
+	}
+	// The mat-vecs of x: same type and row length, at most three.
+	first := i
+	for ; i < len(q) && i-first < 3; i++ {
+		p := q[i]
+		if p.op.Kind != ops.MatMul || p.n != 1 || !same(p.ins[0], x) || !fusable(p) {
+			break
+		}
+		if i > first && (p.w.typ != q[first].w.typ || p.w.w.Cols != q[first].w.w.Cols) {
+			break
+		}
+	}
+	mm := q[first:i]
+	if len(mm) == 0 {
+		return one
+	}
+	u := unit{kind: fuseMV, norm: norm, ops: q[:i]}
+	switch {
+	case len(mm) == 2 && i < len(q) && q[i].op.Kind == ops.SiLUMul && q[i].n == 2 &&
+		same(q[i].ins[0], mm[0].out) && same(q[i].ins[1], mm[1].out) && mm[0].w.w.Rows == mm[1].w.w.Rows && q[i].out.n == mm[0].w.w.Rows:
+		u = unit{kind: fuseSiLU, norm: norm, ops: q[:i+1]}
+	case len(mm) == 1 && i < len(q) && q[i].op.Kind == ops.Add && q[i].n == 2 && q[i].out.n == mm[0].w.w.Rows &&
+		(same(q[i].ins[1], mm[0].out) && q[i].ins[0].n == mm[0].w.w.Rows || same(q[i].ins[0], mm[0].out) && q[i].ins[1].n == mm[0].w.w.Rows):
+		u = unit{kind: fuseAdd, norm: norm, ops: q[:i+1]}
+	}
+	if !disjoint(u) {
+		return one
+	}
+	return u
+}
+
+// fusable reports whether a decode mat-vec can run in the fused kernel.
+func fusable(p pending) bool {
+	w := p.w
+	return w != nil && w.w.Cols <= maxFuseCols && w.w.Cols%8 == 0 && p.ins[0].n == w.w.Cols && p.out.n >= w.w.Rows
+}
+
+// matchRope matches RoPE(q) RoPE(k) Attention(q, k, v) of one token.
+func matchRope(q []pending) (unit, bool) {
+	if len(q) < 3 || q[0].op.Kind != ops.RoPE || q[1].op.Kind != ops.RoPE || q[2].op.Kind != ops.Attention || q[2].n != 3 {
+		return unit{}, false
+	}
+	rq, rk, at := q[0], q[1], q[2]
+	a := at.op.Attn
+	if rq.op.Rope != rk.op.Rope || rq.op.Rope.HeadDim != a.HeadDim || a.HeadDim%2 != 0 ||
+		!same(at.ins[0], rq.out) || !same(at.ins[1], rk.out) ||
+		rq.ins[0].n != a.Heads*a.HeadDim || rk.ins[0].n != a.KVHeads*a.HeadDim || at.ins[2].n != a.KVHeads*a.HeadDim ||
+		rq.out.n != rq.ins[0].n || rk.out.n != rk.ins[0].n {
+		return unit{}, false
+	}
+	u := unit{kind: fuseRope, ops: q[:3]}
+	return u, disjoint(u)
+}
+
+// same reports whether a and b are the same value's buffer.
+func same(a, b *Buffer) bool { return a != nil && b != nil && a.ptr == b.ptr && a.n == b.n }
+
+// overlap reports whether a and b share memory.
+func overlap(a, b *Buffer) bool {
+	return a != nil && b != nil && a.ptr < b.ptr+cu.DevicePtr(4*b.n) && b.ptr < a.ptr+cu.DevicePtr(4*a.n)
+}
+
+// disjoint reports whether no output of u overlaps an input that u reads
+// from outside, or another output: a fused kernel reads its inputs while
+// other blocks write, which the ops one by one never do.
+func disjoint(u unit) bool {
+	var ins, outs []*Buffer
+	written := func(b *Buffer) bool {
+		for _, o := range outs {
+			if o == b || same(o, b) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range u.ops {
+		for _, in := range p.ins[:p.n] {
+			if !written(in) {
+				ins = append(ins, in)
+			}
+		}
+		outs = append(outs, p.out)
+	}
+	for i, o := range outs {
+		for _, in := range ins {
+			if overlap(o, in) {
+				return false
+			}
+		}
+		for _, o2 := range outs[:i] {
+			if overlap(o, o2) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// runUnit launches u (device thread only).
+func (d *Device) runUnit(u unit) error {
+	switch u.kind {
+	case fuseMV, fuseSiLU, fuseAdd:
+		if err := d.runMV(u); err != nil {
+			return opErr(u.ops[0], err)
+		}
+		return nil
+	case fuseRope:
+		if err := d.runRope(u); err != nil {
+			return opErr(u.ops[2], err)
+		}
+		return nil
+	}
+	for _, p := range u.ops {
+		if err := d.runOp(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runMV launches the fused mat-vec for a fuseMV, fuseSiLU or fuseAdd unit.
+func (d *Device) runMV(u unit) error {
+	q := u.ops
+	var x, nout *Buffer
+	var nw uintptr
+	var eps float32
+	if u.norm {
+		x, nout, nw, eps = q[0].ins[0], q[0].out, uintptr(q[0].w.ptr), q[0].op.Eps
+		q = q[1:]
+	}
+	mode := mvPlain
+	var res, sum *Buffer
+	switch u.kind {
+	case fuseSiLU:
+		mode, sum = mvSiLU, q[2].out
+		q = q[:2]
+	case fuseAdd:
+		add := q[1]
+		mode, sum, res = mvAdd, add.out, add.ins[0]
+		if same(res, q[0].out) {
+			res = add.ins[1]
+		}
+		q = q[:1]
+	}
+	if x == nil {
+		x = q[0].ins[0]
+	}
+	w0 := q[0].w
+	cols := w0.w.Cols
+	var ws [3]uintptr
+	var ys [3]uintptr
+	var rows [3]int
+	total := 0
+	for j, p := range q {
+		ws[j], ys[j], rows[j] = uintptr(p.w.ptr), uintptr(p.out.ptr), p.w.w.Rows
+		total += rows[j]
+	}
+	if mode == mvSiLU {
+		total = rows[0]
+	}
+	ptr := func(b *Buffer) uintptr {
+		if b == nil {
+			return 0
+		}
+		return uintptr(b.ptr)
+	}
+	a := d.args().ptr(uintptr(x.ptr)).ptr(nw).ptr(ptr(nout)).f32(eps).i32(cols).
+		ptr(ws[0]).ptr(ws[1]).ptr(ws[2]).i64(int64(w0.rowBytes)).
+		ptr(ys[0]).ptr(ys[1]).ptr(ys[2]).i32(rows[0]).i32(rows[1]).i32(rows[2]).
+		i32(mode).ptr(ptr(res)).ptr(ptr(sum))
+	const warps = 8 // MV_THREADS / 32
+	return launchShared(d.k.byType[w0.typ].mv, (total+warps-1)/warps, 1, 32*warps, 4*cols, a)
+}
+
+// runRope launches RoPE of q and k with the cache append, then attention.
+func (d *Device) runRope(u unit) error {
+	rq, rk, at := u.ops[0], u.ops[1], u.ops[2]
+	c, err := d.kvFor(at.op)
+	if err != nil {
+		return err
+	}
+	r := rq.op.Rope
+	qw, kw := rq.ins[0].n, rk.ins[0].n
+	threads := qw/2 + kw
+	a := d.args().ptr(uintptr(rq.ins[0].ptr)).ptr(uintptr(rk.ins[0].ptr)).ptr(uintptr(at.ins[2].ptr)).
+		ptr(uintptr(rq.out.ptr)).ptr(uintptr(rk.out.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).
+		i32(qw).i32(kw).i32(r.HeadDim).i32(r.Dims).f32(ropeScale(r)).ptr(uintptr(d.tokens))
+	if err := launch(d.k.ropeKV, (threads+255)/256, 1, 256, a); err != nil {
+		return err
+	}
+	return d.attend(at.op, 1, at.ins[0], at.out, c)
+}
+
+// ropeScale is the per-pair angle factor base^(-2/dims), rounded to f32 as
+// the CPU device rounds it.
+func ropeScale(r ops.RopeParams) float32 {
+	return float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(r.Dims))))
+}

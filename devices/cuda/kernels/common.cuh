@@ -1,0 +1,94 @@
+// common.cuh: device functions shared by the single-op kernels (ops.cu,
+// matmul.cu) and the fused decode kernels (fused.cu), so that a fused launch
+// computes exactly what the ops it replaces compute, bit for bit.
+#pragma once
+#include "quant.cuh"
+
+// block_rms_scale returns 1/sqrt(mean(x²)+eps) over x[0..cols) to every
+// thread of a block of 256; part is 32 floats of shared memory. Thread t sums
+// x[t], x[t+256], … with fused multiply-adds, then warps and the block reduce
+// in a fixed order.
+__device__ __forceinline__ float block_rms_scale(const float *x, int cols, float eps, float *part) {
+	float s = 0;
+	for (int i = threadIdx.x; i < cols; i += blockDim.x) s = fmaf(x[i], x[i], s);
+	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+	if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+	__syncthreads();
+	if (threadIdx.x < 32) {
+		s = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0;
+		for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+		if (threadIdx.x == 0) part[0] = s;
+	}
+	__syncthreads();
+	return 1.0f / sqrtf(part[0] / cols + eps);
+}
+
+// rms_apply is one normalised element: x·scale, rounded, times the norm weight.
+__device__ __forceinline__ float rms_apply(float x, float scale, float w) { return __fmul_rn(x, scale) * w; }
+
+// rope_pair rotates features x0, x1 (pair j of a head) of a token at
+// position p by θ = p·scale^j, with scale = base^(-2/dims) from the host; θ
+// is stepped by repeated f32 multiplication as the CPU device does. Pairs at
+// or past dims/2 are copied.
+__device__ __forceinline__ void rope_pair(float x0, float x1, int p, int j, int dims, float scale, float &y0, float &y1) {
+	if (2 * j >= dims) {
+		y0 = x0, y1 = x1;
+		return;
+	}
+	float theta = (float)p;
+	for (int i = 0; i < j; i++) theta = __fmul_rn(theta, scale);
+	float s, c;
+	sincosf(theta, &s, &c);
+	y0 = fmaf(x0, c, -__fmul_rn(x1, s));
+	y1 = fmaf(x0, s, __fmul_rn(x1, c));
+}
+
+// silu_of is silu(g)·u = g/(1+e^-g)·u.
+__device__ __forceinline__ float silu_of(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+// row_dot is Σ W[row]·x over cols = 8·nc for one warp: lane l takes pieces l,
+// l+32, … of the row (quant.cuh), one fused multiply-add chain per lane in
+// element order within a piece, then the lanes reduce by butterfly. The loop
+// is unrolled so that a lane's loads are issued together.
+template <int T>
+__device__ __forceinline__ float row_dot(const uint8_t *r, const float *x, int nc, int lane) {
+	float s = 0;
+#pragma unroll 8
+	for (int c = lane; c < nc; c += 32) {
+		float w[8];
+		int e0, e1;
+		Q<T>::deq(r, c, w, e0, e1);
+		float4 a = *(const float4 *)(x + e0), b = *(const float4 *)(x + e1);
+		s = fmaf(w[0], a.x, s), s = fmaf(w[1], a.y, s), s = fmaf(w[2], a.z, s), s = fmaf(w[3], a.w, s);
+		s = fmaf(w[4], b.x, s), s = fmaf(w[5], b.y, s), s = fmaf(w[6], b.z, s), s = fmaf(w[7], b.w, s);
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+	return s;
+}
+
+// row_dot2 is row_dot of two rows r0, r1 against the same x in one loop, so
+// that both rows' loads are in flight together; each sum is computed exactly
+// as row_dot computes it.
+template <int T>
+__device__ __forceinline__ void row_dot2(const uint8_t *r0, const uint8_t *r1, const float *x, int nc, int lane, float &y0, float &y1) {
+	float s = 0, t = 0;
+#pragma unroll 4
+	for (int c = lane; c < nc; c += 32) {
+		float w[8], v[8];
+		int e0, e1;
+		Q<T>::deq(r0, c, w, e0, e1);
+		Q<T>::deq(r1, c, v, e0, e1);
+		float4 a = *(const float4 *)(x + e0), b = *(const float4 *)(x + e1);
+		s = fmaf(w[0], a.x, s), s = fmaf(w[1], a.y, s), s = fmaf(w[2], a.z, s), s = fmaf(w[3], a.w, s);
+		s = fmaf(w[4], b.x, s), s = fmaf(w[5], b.y, s), s = fmaf(w[6], b.z, s), s = fmaf(w[7], b.w, s);
+		t = fmaf(v[0], a.x, t), t = fmaf(v[1], a.y, t), t = fmaf(v[2], a.z, t), t = fmaf(v[3], a.w, t);
+		t = fmaf(v[4], b.x, t), t = fmaf(v[5], b.y, t), t = fmaf(v[6], b.z, t), t = fmaf(v[7], b.w, t);
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) {
+		s += __shfl_xor_sync(0xffffffff, s, o);
+		t += __shfl_xor_sync(0xffffffff, t, o);
+	}
+	y0 = s, y1 = t;
+}

@@ -1,0 +1,94 @@
+// fused.cu: decode-step kernels (one token) that each do the work of a run of
+// ops, so that a Llama block is six launches instead of sixteen. The device
+// fuses only where the ops are queued together and every value an op would
+// write is still written (a fused launch is invisible to the plan), and each
+// kernel computes exactly what the single-op kernels compute (common.cuh).
+#include "common.cuh"
+
+#define MV_THREADS 256 // 8 warps, one weight row each; block_rms_scale needs 256
+#define MV_PLAIN 0     // up to three weights' rows, one after another
+#define MV_SILU 1      // gate W0 and up W1 row by row; S = silu(Y0)·Y1
+#define MV_ADD 2       // one weight; S = res + Y0
+
+// mv_<type>: mat-vec of x (cols) against up to three weights W0..W2 of one
+// type and one row length rb (r0, r1, r2 rows; Y0..Y2 get the products). If
+// nw is set, x is first RMS-normalised with weight nw and eps, and block 0
+// also writes the normalised row to nout (the RMSNorm op's output). x, or its
+// normalised form, is staged in shared memory (cols floats) for the block's
+// eight warps. mode adds the SiLU·mul or residual add to the writing of each
+// row (see MV_*).
+template <int T>
+__device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
+                                   const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
+                                   const float *res, float *S) {
+	extern __shared__ float4 smem[];
+	float *xs = (float *)smem;
+	__shared__ float part[32];
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	if (nw) {
+		float scale = block_rms_scale(x, cols, eps, part);
+		for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+			float v = rms_apply(x[i], scale, nw[i]);
+			xs[i] = v;
+			if (blockIdx.x == 0) nout[i] = v;
+		}
+	} else {
+		for (int i = threadIdx.x; i < cols; i += blockDim.x) xs[i] = x[i];
+	}
+	__syncthreads();
+	int row = blockIdx.x * (MV_THREADS / 32) + warp, nc = cols / 8;
+	if (mode == MV_SILU) {
+		if (row >= r0) return;
+		float g, u;
+		row_dot2<T>(W0 + row * rb, W1 + row * rb, xs, nc, lane, g, u);
+		if (lane == 0) Y0[row] = g, Y1[row] = u, S[row] = silu_of(g, u);
+		return;
+	}
+	const uint8_t *W = W0;
+	float *Y = Y0;
+	if (row >= r0) {
+		row -= r0, W = W1, Y = Y1;
+		if (row >= r1) {
+			row -= r1, W = W2, Y = Y2;
+			if (row >= r2) return;
+		}
+	}
+	float y = row_dot<T>(W + row * rb, xs, nc, lane);
+	if (lane == 0) {
+		Y[row] = y;
+		if (mode == MV_ADD) S[row] = res[row] + y;
+	}
+}
+
+#define MV(id, name)                                                                                                                     \
+	extern "C" __global__ void __launch_bounds__(MV_THREADS) mv_##name(const float *x, const float *nw, float *nout, float eps, int cols, \
+	                                                                   const uint8_t *W0, const uint8_t *W1, const uint8_t *W2,         \
+	                                                                   long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1,   \
+	                                                                   int r2, int mode, const float *res, float *S) {                  \
+		mv<id>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S);                                        \
+	}
+FOR_TYPES(MV)
+
+// rope_kv: the decode step's RoPE of the queries q (qw features) and keys k
+// (kw) into qo and ko, and the append of the rotated keys and the values v
+// to the layer's caches at the step's position, in one launch. Thread i
+// takes pair i of q, then of k, then two values.
+extern "C" __global__ void rope_kv(const float *q, const float *k, const float *v, float *qo, float *ko, float *kc, float *vc, int qw, int kw,
+                                   int headDim, int dims, float scale, const int *posp) {
+	int pos = *posp, half = headDim / 2;
+	int i = blockIdx.x * blockDim.x + threadIdx.x, qp = qw / 2, kp = kw / 2;
+	long long base = (long long)pos * kw;
+	if (i < qp) {
+		int off = 2 * i;
+		rope_pair(q[off], q[off + 1], pos, i % half, dims, scale, qo[off], qo[off + 1]);
+	} else if (i < qp + kp) {
+		int off = 2 * (i - qp);
+		float y0, y1;
+		rope_pair(k[off], k[off + 1], pos, (i - qp) % half, dims, scale, y0, y1);
+		ko[off] = y0, ko[off + 1] = y1;
+		kc[base + off] = y0, kc[base + off + 1] = y1;
+	} else if (i < qp + 2 * kp) {
+		int off = 2 * (i - qp - kp);
+		vc[base + off] = v[off], vc[base + off + 1] = v[off + 1];
+	}
+}
