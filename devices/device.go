@@ -29,6 +29,8 @@ type Info struct {
 	// Engine that round activations and weights to fp16. The planner and
 	// tables show it; the executor keeps values in f32 either way.
 	Precision string
+	// Threads is the worker threads of a host CPU device; 0 for others.
+	Threads int
 }
 
 // Simulator is implemented by simulated devices: the time an op or a copy

@@ -21,16 +21,20 @@ type Costs struct {
 // Default roofline rates by device kind, used only where nothing better is
 // known. The CPU's are this project's 2-core CI machine measured with
 // `go test -bench MatVecCold ./devices/cpu/kernels` (about 20 GB/s of
-// quantized weights through the kernels) and a conservative 50 GFLOP/s.
+// quantized weights through the kernels) and a conservative 50 GFLOP/s; its
+// fixed cost per op grows with the worker threads that must meet
+// (cpuLaunchPerThread).
 // The GPU kinds' are conservative: what hybrid's own CUDA kernels reached on an
-// H100 (0.8–1.4 TB/s of quantized weights) halved for smaller GPUs, and a
-// launch cost that includes handing work to the device's thread.
+// H100 (0.8–1.4 TB/s of quantized weights) halved for smaller GPUs. CUDA's
+// fixed cost per op is what decode steps cost on the H100 once replayed as
+// CUDA graphs with fused kernels: 198 µs per token for the 78 ops of
+// stories260K, 2.5 µs an op (bench/RESULTS.md).
 var defaultRates = map[string]struct {
 	bytesPerSec, flopsPerSec float64
 	launch                   time.Duration
 }{
-	"cpu":    {20e9, 50e9, 2 * time.Microsecond},
-	"cuda":   {500e9, 20e12, 8 * time.Microsecond},
+	"cpu":    {20e9, 50e9, 1900 * time.Nanosecond},
+	"cuda":   {500e9, 20e12, 2500 * time.Nanosecond},
 	"metal":  {150e9, 4e12, 10 * time.Microsecond},
 	"coreml": {50e9, 8e12, 150 * time.Microsecond},
 }
@@ -75,8 +79,19 @@ func (c *Costs) OpTime(d devices.Info, op *ops.Op, tokens int) (time.Duration, s
 	}
 	bytes := float64(op.Cost.BytesRead + op.Cost.BytesWritten)
 	sec := max(bytes/r.bytesPerSec, float64(op.Cost.FLOPs)/r.flopsPerSec)
-	return r.launch + time.Duration(sec*1e9), "roofline"
+	launch := r.launch
+	if d.Kind == "cpu" {
+		launch += time.Duration(d.Threads) * cpuLaunchPerThread
+	}
+	return launch + time.Duration(sec*1e9), "roofline"
 }
+
+// cpuLaunchPerThread is what each worker thread adds to a CPU op's fixed
+// cost: decode of the shared stories260K (78 ops of almost no work) took
+// 2.4 µs an op with 1 thread and 3.1 with 2 on the 2-core CI machine, and
+// 10.6 with 16 on the H100 machine's host (bench/RESULTS.md): 1.9 µs plus
+// 0.54 µs a thread fits all three within 0.1 µs.
+const cpuLaunchPerThread = 540 * time.Nanosecond
 
 // CopyTime predicts the time of copying bytes of f32 from one device to
 // another ("host" stands for the host memory in the per-op ablation).

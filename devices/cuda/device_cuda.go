@@ -252,6 +252,15 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 		data = unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
 		res.typ, res.rowBytes = quant.F32, 4*w.Cols
 	}
+	if pad := (res.rowBytes + 15) &^ 15; w.Rows > 1 && pad != res.rowBytes {
+		// The kernels read float rows in 16-byte vectors: give each row a
+		// stride of whole vectors (F16 or BF16 rows of 4 mod 8 elements).
+		p := make([]byte, pad*w.Rows)
+		for r := range w.Rows {
+			copy(p[r*pad:], data[r*res.rowBytes:(r+1)*res.rowBytes])
+		}
+		data, res.rowBytes = p, pad
+	}
 	d.wmu.Lock()
 	_, ok := d.weights[w.Name]
 	d.wmu.Unlock()

@@ -40,11 +40,12 @@ var typeNames = map[quant.Type]string{
 }
 
 // chunk is the elements a matrix row must hold a whole number of: the
-// kernels decode pieces of 8 weights (block types have 32 or 256 anyway).
+// kernels read activations in 16-byte vectors (block types have 32 or 256
+// elements anyway); float rows may end in a part of a piece of 8.
 func chunk(t quant.Type) int {
 	switch t {
 	case quant.F32, quant.F16, quant.BF16:
-		return 8
+		return 4
 	}
 	return 32
 }

@@ -46,13 +46,15 @@ __device__ __forceinline__ void rope_pair(float x0, float x1, int p, int j, int 
 // silu_of is silu(g)·u = g/(1+e^-g)·u.
 __device__ __forceinline__ float silu_of(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
-// row_dot is Σ W[row]·x over cols = 8·nc for one warp: lane l takes pieces l,
-// l+32, … of the row (quant.cuh), one fused multiply-add chain per lane in
-// element order within a piece, then the lanes reduce by butterfly. The loop
+// row_dot is Σ W[row]·x over cols for one warp: lane l takes pieces l, l+32,
+// … of the row (quant.cuh), one fused multiply-add chain per lane in element
+// order within a piece, then any elements past the last whole piece (float
+// types), then the lanes reduce by butterfly. The loop
 // is unrolled so that a lane's loads are issued together.
 template <int T>
-__device__ __forceinline__ float row_dot(const uint8_t *r, const float *x, int nc, int lane) {
+__device__ __forceinline__ float row_dot(const uint8_t *r, const float *x, int cols, int lane) {
 	float s = 0;
+	int nc = cols / 8;
 #pragma unroll 8
 	for (int c = lane; c < nc; c += 32) {
 		float w[8];
@@ -62,6 +64,8 @@ __device__ __forceinline__ float row_dot(const uint8_t *r, const float *x, int n
 		s = fmaf(w[0], a.x, s), s = fmaf(w[1], a.y, s), s = fmaf(w[2], a.z, s), s = fmaf(w[3], a.w, s);
 		s = fmaf(w[4], b.x, s), s = fmaf(w[5], b.y, s), s = fmaf(w[6], b.z, s), s = fmaf(w[7], b.w, s);
 	}
+	if (Tail<T>::any)
+		for (int e = 8 * nc + lane; e < cols; e += 32) s = fmaf(Tail<T>::one(r, e), x[e], s);
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
 	return s;

@@ -36,7 +36,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		for (int i = threadIdx.x; i < cols; i += blockDim.x) xs[i] = x[i];
 	}
 	__syncthreads();
-	int row = blockIdx.x * (MV_THREADS / 32) + warp, nc = cols / 8;
+	int row = blockIdx.x * (MV_THREADS / 32) + warp, nc = cols / 8; // fused only where cols is whole pieces
 	if (mode == MV_SILU) {
 		if (row >= r0) return;
 		float g, u;
@@ -53,7 +53,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			if (row >= r2) return;
 		}
 	}
-	float y = row_dot<T>(W + row * rb, xs, nc, lane);
+	float y = row_dot<T>(W + row * rb, xs, cols, lane);
 	if (lane == 0) {
 		Y[row] = y;
 		if (mode == MV_ADD) S[row] = res[row] + y;

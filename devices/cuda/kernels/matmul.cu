@@ -38,6 +38,13 @@ __device__ __forceinline__ void matmul(const uint8_t *W, long long rowBytes, con
 			}
 		}
 	}
+	if (Tail<T>::any)
+		for (int e = 8 * nc + lane; e < cols; e += 32) {
+			float w = Tail<T>::one(r, e);
+#pragma unroll
+			for (int t = 0; t < NT; t++)
+				if (t0 + t < n) acc[t] = fmaf(w, X[(long long)(t0 + t) * cols + e], acc[t]);
+		}
 #pragma unroll
 	for (int t = 0; t < NT; t++) {
 		float s = acc[t];
@@ -51,7 +58,7 @@ __device__ __forceinline__ void matmul(const uint8_t *W, long long rowBytes, con
 	extern "C" __global__ void matvec_##name(const uint8_t *W, long long rb, const float *X, float *Y, int rows, int cols, int n) { \
 		int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);                                             \
 		if (row >= rows) return;                                                                                   \
-		float s = row_dot<id>(W + row * rb, X, cols / 8, threadIdx.x & 31);                                       \
+		float s = row_dot<id>(W + row * rb, X, cols, threadIdx.x & 31);                                       \
 		if ((threadIdx.x & 31) == 0) Y[row] = s;                                                                   \
 	}                                                                                                              \
 	extern "C" __global__ void matmul8_##name(const uint8_t *W, long long rb, const float *X, float *Y, int rows, int cols, int n) { \

@@ -16,6 +16,8 @@ __device__ __forceinline__ void embed(const uint8_t *W, long long rowBytes, cons
 #pragma unroll
 		for (int j = 0; j < 4; j++) o[e0 + j] = w[j], o[e1 + j] = w[4 + j];
 	}
+	if (Tail<T>::any)
+		for (int e = 8 * (cols / 8) + threadIdx.x; e < cols; e += blockDim.x) o[e] = Tail<T>::one(r, e);
 }
 
 #define EMBED(id, name) \

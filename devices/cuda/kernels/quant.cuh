@@ -232,6 +232,26 @@ template <> struct Q<T_Q6_K> {
 	}
 };
 
+// Tail<T>::one reads element e of a float row: rows of F32, F16 and BF16 may
+// end in fewer than 8 elements past their last whole piece (any is false for
+// the block types, whose rows are whole blocks).
+template <int T> struct Tail {
+	static const bool any = false;
+	static __device__ __forceinline__ float one(const uint8_t *, int) { return 0; }
+};
+template <> struct Tail<T_F32> {
+	static const bool any = true;
+	static __device__ __forceinline__ float one(const uint8_t *row, int e) { return *(const float *)(row + 4 * e); }
+};
+template <> struct Tail<T_F16> {
+	static const bool any = true;
+	static __device__ __forceinline__ float one(const uint8_t *row, int e) { return f16(row + 2 * e); }
+};
+template <> struct Tail<T_BF16> {
+	static const bool any = true;
+	static __device__ __forceinline__ float one(const uint8_t *row, int e) { return __uint_as_float(u16(row + 2 * e) << 16); }
+};
+
 // The weight types every kernel is instantiated for, as X(id, name).
 #define FOR_TYPES(X)                                                                           \
 	X(T_F32, f32) X(T_F16, f16) X(T_BF16, bf16) X(T_Q4_0, q4_0) X(T_Q4_1, q4_1) X(T_Q5_0, q5_0) \
