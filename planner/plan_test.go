@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -45,8 +46,9 @@ func m4(t *testing.T) (*sim.Hardware, []Candidate) {
 // handOpTime is the roofline of configs/hardware/m4-pro.yaml written out
 // again: launch + max(bytes/(bandwidth·eff), flops/(tflops·eff)), the
 // efficiency by op kind or, for a weight, by kind and weight type; plus for
-// the fp16 Neural Engine 1.5 × the activation bytes at full bandwidth.
-func handOpTime(op *ops.Op, dev string) float64 {
+// the fp16 Neural Engine with per-op conversions 1.5 × the activation bytes
+// at full bandwidth.
+func handOpTime(op *ops.Op, dev string, perOp bool) float64 {
 	type hw struct {
 		bw, tf, launch float64
 		eff            map[string]float64
@@ -73,7 +75,7 @@ func handOpTime(op *ops.Op, dev string) float64 {
 	}
 	b := float64(op.Cost.BytesRead + op.Cost.BytesWritten)
 	t := s.launch + math.Max(b/(s.bw*eff), float64(op.Cost.FLOPs)/(s.tf*eff))
-	if s.fp16 {
+	if s.fp16 && perOp {
 		act := float64(op.Cost.BytesRead + op.Cost.BytesWritten)
 		if op.Kind == ops.Embed {
 			act = float64(op.Cost.BytesWritten)
@@ -101,12 +103,19 @@ func handLink(a, b string, bytes int64) float64 {
 }
 
 // TestMacPlansAgainstHandCalculation plans the built-in model's decode step
-// on the simulated M4 Pro with metal-only and mac-hybrid and checks each
-// predicted time against the same sums done by hand from the profile's
-// numbers.
+// on the simulated M4 Pro with metal-only and mac-hybrid, with the fp16
+// conversions at the boundary and per op, and checks each predicted time
+// against the same sums done by hand from the profile's numbers.
 func TestMacPlansAgainstHandCalculation(t *testing.T) {
+	for _, conv := range []sim.Conversions{sim.Boundary, sim.PerOp} {
+		t.Run(conv.String(), func(t *testing.T) { macPlansAgainstHand(t, conv) })
+	}
+}
+
+func macPlansAgainstHand(t *testing.T, conv sim.Conversions) {
 	g := builtinGraph(t, 1)
 	hw, cands := m4(t)
+	hw.SetConversions(conv)
 	c := &Costs{Hardware: hw}
 	for _, name := range []string{"metal-only", "mac-hybrid"} {
 		pol, err := LoadPolicy(name)
@@ -144,7 +153,7 @@ func TestMacPlansAgainstHandCalculation(t *testing.T) {
 					}
 				}
 			}
-			want += handOpTime(op, d)
+			want += handOpTime(op, d, conv == sim.PerOp)
 			for _, in := range op.In {
 				from := p.Device[producer[in]]
 				j := p.DeviceIndex(d)
@@ -267,5 +276,67 @@ func TestMemoryCapSplitsTheModel(t *testing.T) {
 		t.Fatalf("uncapped %v is slower than capped %v", free.Predicted, p.Predicted)
 	}
 	t.Logf("TinyLlama on h100-sxm: uncapped %v %v; GPU capped at half the weights %v %v", free.Predicted, free.Placement(), p.Predicted, p.Placement())
-	_ = devices.Info{}
+
+	checkBeatsFixedSplits(t, g, cands, pol, &Costs{Hardware: hw}, p, "sim:cuda", "sim:cpu", weights/2)
+
+	// The same with the default costs of a real H100 and a 16-thread host
+	// (no profile), capped at 300 MiB as bench/cuda/side-by-side.sh does:
+	// there the best fixed split keeps the output head off the GPU.
+	real := []Candidate{
+		{Info: devices.Info{Name: "cuda:0", Kind: "cuda", Memory: 80 << 30}, Supports: func(*ops.Op) error { return nil }},
+		{Info: devices.Info{Name: "cpu", Kind: "cpu", Threads: 16}, Supports: func(*ops.Op) error { return nil }},
+	}
+	rp := &Policy{Name: "capped", Transfers: "boundary", Memory: map[string]int64{"cuda": 300 << 20}}
+	rplan, err := Make(g, real, rp, &Costs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBeatsFixedSplits(t, g, real, rp, &Costs{}, rplan, "cuda:0", "cpu", 300<<20)
 }
+
+// checkBeatsFixedSplits checks that plan p, made by auto under a cap on gpu,
+// is predicted no slower than every fixed layer split a user could write by
+// hand under the same cap: the first or the last k blocks on the GPU, the
+// embedding and output head on the GPU or not (llama.cpp's -ngl puts the head
+// there only past the last block), everything else on the host.
+func checkBeatsFixedSplits(t *testing.T, g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, p *Plan, gpu, host string, limit int64) {
+	t.Helper()
+	layers := 0
+	for _, op := range g.Ops {
+		layers = max(layers, op.Layer+1)
+	}
+	var bestHand time.Duration
+	bestName := ""
+	for k := 0; k <= layers; k++ {
+		for _, first := range []bool{true, false} {
+			for _, head := range []bool{true, false} {
+				assign := make([]string, len(g.Ops))
+				for i, op := range g.Ops {
+					on := op.Layer < 0 && head || op.Layer >= 0 && (first && op.Layer < k || !first && op.Layer >= layers-k)
+					assign[i] = host
+					if on {
+						assign[i] = gpu
+					}
+				}
+				h, err := Apply(g, cands, pol, c, assign)
+				if err != nil || h.Memory[gpu] > limit {
+					continue // over the cap
+				}
+				if bestName == "" || h.Predicted < bestHand {
+					bestHand, bestName = h.Predicted, fmt.Sprintf("first=%v k=%d head=%v", first, k, head)
+				}
+			}
+		}
+	}
+	if bestName == "" {
+		t.Fatal("no fixed split fits")
+	}
+	if p.Memory[gpu] > limit {
+		t.Fatalf("auto holds %d bytes on %s, cap %d", p.Memory[gpu], gpu, limit)
+	}
+	if p.Predicted > bestHand {
+		t.Fatalf("auto under the cap predicts %v, the best fixed split (%s) %v", p.Predicted, bestName, bestHand)
+	}
+	t.Logf("capped: auto %v %v, best fixed split %s %v", p.Predicted, p.Placement(), bestName, bestHand)
+}
+

@@ -263,13 +263,19 @@ func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int6
 		for _, op := range prob.Graph.Ops {
 			layers = max(layers, op.Layer+1)
 		}
+		// The ops outside the blocks (embedding, output head) may go
+		// either way: left free, the solver puts a large output head on
+		// the fast device, which can leave k blocks over budget when k
+		// blocks alone would fit.
 		saved := prob.OpTime
 		for _, j := range over0 {
 			for k := layers; k >= 0; k-- {
 				for _, prefix := range []bool{true, false} {
-					prob.OpTime = restrict(saved, prob.Graph, j, k, layers, prefix)
-					if a, _, ok := Solve(prob); ok {
-						consider(a)
+					for _, outside := range []bool{true, false} {
+						prob.OpTime = restrict(saved, prob.Graph, j, k, layers, prefix, outside)
+						if a, _, ok := Solve(prob); ok {
+							consider(a)
+						}
 					}
 				}
 			}
@@ -287,13 +293,27 @@ func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int6
 	return best, nil
 }
 
+// elsewhere reports whether a device other than j may run an op of times row.
+func elsewhere(row []float64, j int) bool {
+	for d, t := range row {
+		if d != j && t >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // restrict forbids device j every block outside the first k layers (prefix)
-// or the last k (suffix); ops outside the blocks stay allowed.
-func restrict(t [][]float64, g *ops.Graph, j, k, layers int, prefix bool) [][]float64 {
+// or the last k (suffix); ops outside the blocks stay allowed if outside is
+// set, and are forbidden where another device can run them if not.
+func restrict(t [][]float64, g *ops.Graph, j, k, layers int, prefix, outside bool) [][]float64 {
 	out := make([][]float64, len(t))
 	for i, op := range g.Ops {
 		out[i] = t[i]
-		in := op.Layer < 0 || (prefix && op.Layer < k) || (!prefix && op.Layer >= layers-k)
+		in := (prefix && op.Layer >= 0 && op.Layer < k) || (!prefix && op.Layer >= layers-k)
+		if op.Layer < 0 {
+			in = outside || !elsewhere(t[i], j)
+		}
 		if !in && t[i][j] >= 0 {
 			row := append([]float64(nil), t[i]...)
 			row[j] = -1
