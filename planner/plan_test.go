@@ -339,4 +339,3 @@ func checkBeatsFixedSplits(t *testing.T, g *ops.Graph, cands []Candidate, pol *P
 	}
 	t.Logf("capped: auto %v %v, best fixed split %s %v", p.Predicted, p.Placement(), bestName, bestHand)
 }
-
