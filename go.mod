@@ -3,7 +3,9 @@ module hybrid
 go 1.26.8
 
 require (
+	github.com/ebitengine/purego v0.11.3
 	github.com/jedib0t/go-pretty/v6 v6.8.3
+	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1
 	gorgonia.org/cu v0.9.6
 )

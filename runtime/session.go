@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"fmt"
+
 	"hybrid/devices"
 	"hybrid/devices/sim"
 	"hybrid/models/llama"
@@ -16,6 +18,11 @@ type SessionOptions struct {
 	CPUs     int    // separate CPU devices ("cpu", "cpu:1", ...)
 	Context  int
 	PerOp    bool // force the per-op transfer ablation
+	// Conversions is the conversion design of the hardware profile's fp16
+	// devices: "" or "boundary" (the default), or "per-op", the ablation in
+	// which every op on such a device pays a conversion pass of each input
+	// and output (sim.Conversions). It needs Hardware.
+	Conversions string
 }
 
 // Session is a model placed on devices by a policy: the plan for a decode
@@ -36,6 +43,17 @@ type Session struct {
 // of a kind the profile also has (its CPU) is left out: the plan is for that
 // machine.
 func Devices(o SessionOptions) ([]devices.Device, []devices.Missing, *sim.Hardware, error) {
+	conv := sim.Boundary
+	if o.Conversions != "" {
+		c, err := sim.ParseConversions(o.Conversions)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		conv = c
+	}
+	if o.Hardware == "" && conv != sim.Boundary {
+		return nil, nil, nil, fmt.Errorf("runtime: conversions %q applies to the simulated fp16 devices of a hardware profile, and none is given", o.Conversions)
+	}
 	devs, missing := devices.Discover(devices.Options{Threads: o.Threads, CPUs: o.CPUs})
 	if o.Hardware == "" {
 		return devs, missing, nil, nil
@@ -44,6 +62,7 @@ func Devices(o SessionOptions) ([]devices.Device, []devices.Missing, *sim.Hardwa
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	hw.SetConversions(conv)
 	kinds := map[string]bool{}
 	for _, s := range hw.Devices {
 		kinds[s.Kind] = true

@@ -32,6 +32,7 @@ var commands = []command{
 	{"profile", "measure op and copy costs on this machine's devices", profileCmd},
 	{"bench", "measure prefill and decode speed (llama-bench style)", benchCmd},
 	{"synth", "write a synthetic model of a real shape with random weights", synthCmd},
+	{"verify", "check a device's ops and generation against the CPU device", verifyCmd},
 }
 
 func main() {

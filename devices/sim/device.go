@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"hybrid/devices"
@@ -12,11 +13,16 @@ import (
 
 // Device is a simulated device: a CPU device underneath, computing exactly
 // what the CPU computes, and a Spec that says what each op would cost on the
-// hardware it stands for. It holds no more than the profile's memory.
+// hardware it stands for. It holds no more than the profile's memory. A
+// device whose Spec is FP16 rounds at every op's boundary (fp16.go); the
+// others compute exactly what the CPU computes.
 type Device struct {
 	*cpu.Device
 	spec *Spec
 	hw   *Hardware
+
+	mu      sync.Mutex  // guards scratch
+	scratch [][]float32 // an fp16 device's rounded inputs, one per input
 }
 
 var (
@@ -49,15 +55,19 @@ func (d *Device) Hardware() *Hardware { return d.hw }
 // Info implements devices.Device.
 func (d *Device) Info() devices.Info {
 	s := d.spec
-	fp16 := ""
+	fp16, prec := "", ""
 	if s.FP16 {
-		fp16 = ", fp16"
+		fp16, prec = ", fp16", "f16"
+		if s.Conversions == PerOp {
+			fp16 += " with per-op conversions"
+		}
 	}
 	return devices.Info{
 		Name:      d.Name(),
 		Kind:      s.Kind,
 		Simulated: true,
 		Memory:    s.memoryBytes(),
+		Precision: prec,
 		Detail: fmt.Sprintf("simulated %s %s (%s): %g GB/s, %g TFLOPS, %g µs per op%s; computes on the host CPU, %d threads",
 			d.hw.Name, s.Name, shortSource(d.hw.Source), s.BandwidthGBs, s.TFLOPS, s.LaunchUS, fp16, d.Threads()),
 	}
@@ -92,16 +102,28 @@ func (d *Device) Supports(op *ops.Op) error {
 }
 
 // Run implements devices.Device, refusing what Supports refuses: the real
-// hardware could not run it.
+// hardware could not run it. An fp16 device rounds the op's inputs and
+// output to binary16.
 func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
 	if err := d.Supports(op); err != nil {
 		return err
 	}
+	if d.spec.FP16 {
+		return d.runF16(op, st, in, out)
+	}
 	return d.Device.Run(op, st, in, out)
 }
 
-// LoadWeight implements devices.Device within the profile's memory.
+// LoadWeight implements devices.Device within the profile's memory. An fp16
+// device holds the weight as binary16, 2 bytes per element, whatever its
+// type in the file.
 func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
+	if d.spec.FP16 {
+		var err error
+		if w, data, err = weightF16(w, data); err != nil {
+			return fmt.Errorf("%s: %w", d.Name(), err)
+		}
+	}
 	if err := d.Device.LoadWeight(w, data); err != nil {
 		return err
 	}

@@ -38,8 +38,11 @@ type Spec struct {
 	TFLOPS       float64 // f32 rate the kernels can use, 1e12 FLOP/s
 	LaunchUS     float64 // fixed cost of one op, µs
 	// FP16 devices compute in half precision: every f32 activation an op reads
-	// is converted on the way in and its output on the way out.
-	FP16 bool
+	// is rounded to binary16 on the way in and its output on the way out, and
+	// weights are held as binary16 (fp16.go). Conversions says what that
+	// costs.
+	FP16        bool
+	Conversions Conversions
 	// Efficiency is the fraction of both rates an op kind reaches;
 	// WeightEfficiency refines it by the type of the op's weight
 	// ("mat_mul/q4_0" in a profile). Kinds in neither reach
@@ -158,22 +161,28 @@ func (s *Spec) EfficiencyOf(op *ops.Op) float64 {
 
 // OpTime is the modelled time of op on the device: the launch latency plus
 // the larger of its compute time and its memory time, both at the op's
-// efficiency, plus for an fp16 device the conversion of its activations.
+// efficiency, plus, for an fp16 device with per-op conversions, the
+// conversion passes of its activations (ConvertTime).
 func (s *Spec) OpTime(op *ops.Op) time.Duration {
 	eff := s.EfficiencyOf(op)
 	bytes := float64(op.Cost.BytesRead + op.Cost.BytesWritten)
 	mem := bytes / (s.BandwidthGBs * 1e9 * eff)
 	comp := float64(op.Cost.FLOPs) / (s.TFLOPS * 1e12 * eff)
-	return seconds(s.LaunchUS*1e-6+max(mem, comp)) + s.ConvertTime(op)
+	t := seconds(s.LaunchUS*1e-6 + max(mem, comp))
+	if s.Conversions == PerOp {
+		t += s.ConvertTime(op)
+	}
+	return t
 }
 
-// ConvertTime is what an fp16 device spends converting op's f32 activations:
-// each input element is read as 4 bytes and written as 2, and the output the
-// other way round, so 1.5 times the f32 bytes of the activations pass through
-// memory, at the device's full bandwidth (a streaming pass). The activations
-// are the bytes the op reads and writes less its weight: for attention that
-// also counts the KV cache, which an fp16 device would keep in fp16; no
-// shipped fp16 device runs attention. Zero for other devices.
+// ConvertTime is what an fp16 device spends on op in separate conversion
+// passes, the cost the per-op design pays (OpTime charges it only under
+// PerOp): each input element is read as 4 bytes and written as 2, and the
+// output the other way round, so 1.5 times the f32 bytes of the activations
+// pass through memory, at the device's full bandwidth (a streaming pass).
+// The activations are the bytes the op reads and writes less its weight: for
+// attention that also counts the KV cache, which an fp16 device would keep
+// in fp16; no shipped fp16 device runs attention. Zero for other devices.
 func (s *Spec) ConvertTime(op *ops.Op) time.Duration {
 	if !s.FP16 {
 		return 0
@@ -185,6 +194,55 @@ func (s *Spec) ConvertTime(op *ops.Op) time.Duration {
 		act -= op.Weight.Bytes()
 	}
 	return seconds(1.5 * float64(max(act, 0)) / (s.BandwidthGBs * 1e9))
+}
+
+// Conversions is where an fp16 device's f32↔fp16 conversions happen, which
+// decides what the simulator charges for them. Both compute the same values:
+// rounding an already rounded value changes nothing.
+type Conversions int
+
+const (
+	// Boundary is the default design: activations stay f32 in every buffer
+	// and across every copy, and the fp16 device rounds each input as its op
+	// reads it and the output as the op writes it, inside the op. That read
+	// and write are already in the op's roofline at 4 bytes an element, so no
+	// conversion is charged on top: the assumption this design stands on
+	// (an fp16 engine that loads f32 and rounds in its load path), not a
+	// measurement.
+	Boundary Conversions = iota
+	// PerOp is the ablation: every op on an fp16 device converts each f32
+	// input to fp16 in a pass of its own before it runs, and its fp16 output
+	// back to f32 after, as an integration that keeps fp16 tensors per op
+	// and f32 between them does. OpTime adds ConvertTime. The op's own
+	// roofline is left at f32 bytes, so the ablation charges the passes
+	// alone.
+	PerOp
+)
+
+// ParseConversions reads a mode: "boundary" or "per-op".
+func ParseConversions(s string) (Conversions, error) {
+	switch s {
+	case "boundary":
+		return Boundary, nil
+	case "per-op":
+		return PerOp, nil
+	}
+	return 0, fmt.Errorf("sim: conversions %q: want boundary or per-op", s)
+}
+
+func (c Conversions) String() string {
+	if c == PerOp {
+		return "per-op"
+	}
+	return "boundary"
+}
+
+// SetConversions sets the conversion design of every device of the profile
+// (only fp16 devices are affected).
+func (h *Hardware) SetConversions(c Conversions) {
+	for _, s := range h.Devices {
+		s.Conversions = c
+	}
 }
 
 // seconds converts to a Duration, rounding to the nearest nanosecond.

@@ -208,12 +208,24 @@ func TestOpTimeByHand(t *testing.T) {
 	if got, want := s.OpTime(add), 5240*time.Nanosecond; got != want {
 		t.Errorf("add: %v, want %v", got, want)
 	}
-	// fp16: the activations (all 12,000 bytes of the add) pass 1.5 times
-	// more at full bandwidth: 18,000 / 100e9 = 0.18 µs.
+	// fp16 with conversions at the boundary (the default): the op rounds
+	// as it reads and writes, nothing more is charged.
 	s.FP16 = true
-	if got, want := s.OpTime(add), 5420*time.Nanosecond; got != want {
-		t.Errorf("fp16 add: %v, want %v", got, want)
+	if got, want := s.OpTime(add), 5240*time.Nanosecond; got != want {
+		t.Errorf("fp16 add, boundary conversions: %v, want %v", got, want)
 	}
+	// Per-op conversions: the activations (all 12,000 bytes of the add)
+	// pass 1.5 times more at full bandwidth: 18,000 / 100e9 = 0.18 µs.
+	s.Conversions = PerOp
+	if got, want := s.OpTime(add), 5420*time.Nanosecond; got != want {
+		t.Errorf("fp16 add, per-op conversions: %v, want %v", got, want)
+	}
+	// Per-op conversions on an f32 device: nothing to convert.
+	s.FP16 = false
+	if got, want := s.OpTime(add), 5240*time.Nanosecond; got != want {
+		t.Errorf("f32 add, per-op conversions: %v, want %v", got, want)
+	}
+	s.FP16 = true
 	// For the mat-mul only the activations convert, not the weight:
 	// 1.5 × (32,768 + 32,000) / 100e9 = 0.97152 µs.
 	if got, want := s.ConvertTime(mm), 972*time.Nanosecond; got != want {

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchConversionsAblation compares metal-only and mac-hybrid on the
+// simulated M4 Pro with the fp16 conversions at the boundary and per op:
+// metal-only has no fp16 op and runs once; mac-hybrid runs twice, the per-op
+// run charged exactly its conversion passes more per decode step.
+func TestBenchConversionsAblation(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "bench.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "-p", "8", "-n", "4", "-r", "1", "--threads", "1", "--hardware", "m4-pro",
+		"--policies", "metal-only,mac-hybrid", "--conversions", "boundary,per-op", "--json-out", file}
+	if code := Main(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "SIMULATED devices: times of sim:* devices are modelled from configs/hardware/m4-pro.yaml") {
+		t.Errorf("the table does not say it is simulated:\n%s", stdout.String())
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Hardware string        `json:"hardware"`
+		Policies []policyBench `json:"policies"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Policies) != 3 || res.Hardware != "configs/hardware/m4-pro.yaml" {
+		t.Fatalf("hardware %q, %d rows, want 3: %+v", res.Hardware, len(res.Policies), res.Policies)
+	}
+	metal, boundary, perOp := res.Policies[0], res.Policies[1], res.Policies[2]
+	if metal.Policy != "metal-only" || metal.FP16Ops != 0 || metal.CopiesPerToken != 0 {
+		t.Errorf("metal-only row: %+v", metal)
+	}
+	if boundary.Conversions != "boundary" || perOp.Conversions != "per-op" || boundary.FP16Ops == 0 || perOp.FP16Ops != boundary.FP16Ops {
+		t.Fatalf("mac-hybrid rows: %+v, %+v", boundary, perOp)
+	}
+	for _, r := range res.Policies {
+		if !r.Simulated || r.AccountedDecodeTokS <= 0 || r.AccountedPrefillTokS <= 0 {
+			t.Errorf("%s (%s): %+v", r.Policy, r.Conversions, r)
+		}
+	}
+	if boundary.ConvertMS != 0 || perOp.ConvertMS <= 0 {
+		t.Errorf("conversion ms/token: boundary %g, per-op %g", boundary.ConvertMS, perOp.ConvertMS)
+	}
+	// Modelled times are exact sums: per-op is boundary plus the passes
+	// (within the nanosecond rounding of each op's time).
+	if d := perOp.AccountedMS - boundary.AccountedMS - perOp.ConvertMS; d < -1e-5 || d > 1e-5 {
+		t.Errorf("per-op %.6f ms/token, boundary %.6f + conversions %.6f", perOp.AccountedMS, boundary.AccountedMS, perOp.ConvertMS)
+	}
+	if perOp.BytesPerToken != boundary.BytesPerToken || perOp.CopiesPerToken != boundary.CopiesPerToken {
+		t.Errorf("the conversion design changed the copies: %+v, %+v", boundary, perOp)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--policies", "mac-hybrid", "--hardware", "m4-pro", "--conversions", "per_op"}, "want boundary or per-op"},
+		{[]string{"--policies", "mac-hybrid", "--hardware", "m4-pro", "--conversions", "per-op,per-op"}, "twice"},
+		{[]string{"--conversions", "per-op"}, "--conversions needs --policies"},
+		{[]string{"--policies", "cpu-only", "--conversions", "per-op"}, "hardware profile"},
+		{[]string{"--json-out", file}, "--json-out needs --policies"},
+	} {
+		stdout.Reset()
+		stderr.Reset()
+		if code := Main(append([]string{"bench", "-p", "1", "-n", "1", "-r", "1"}, c.args...), &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, stderr.String(), c.want)
+		}
+	}
+}
