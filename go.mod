@@ -7,13 +7,10 @@ require (
 	github.com/jedib0t/go-pretty/v6 v6.8.3
 	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1
-	gorgonia.org/cu v0.9.6
 )
 
 require (
-	github.com/google/uuid v1.1.1 // indirect
 	github.com/mattn/go-runewidth v0.0.16 // indirect
-	github.com/pkg/errors v0.9.1 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	golang.org/x/sys v0.30.0 // indirect
 	golang.org/x/term v0.29.0 // indirect

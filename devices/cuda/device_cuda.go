@@ -3,10 +3,10 @@
 // Package cuda is the NVIDIA GPU device, built with the cuda tag: weights stay
 // on the GPU in their GGUF blocks, activations and the KV cache are f32
 // device buffers, and every op is a kernel of kernels/*.cu (compiled to PTX
-// and embedded) decoding weights in registers. It drives the GPU through
-// gorgonia.org/cu, every call of a context on one locked OS thread: the
-// device owns a goroutine that runs its calls, and the methods hand it
-// closures.
+// and embedded) decoding weights in registers. It drives the GPU through the
+// CUDA driver API (cgo against libcuda, driver_cuda.go), every call of a
+// context on one locked OS thread: the device owns a goroutine that runs its
+// calls, and the methods hand it closures.
 package cuda
 
 import (
@@ -16,8 +16,6 @@ import (
 	"runtime"
 	"sync"
 	"unsafe"
-
-	"gorgonia.org/cu"
 
 	"hybrid/devices"
 	"hybrid/models/quant"
@@ -29,13 +27,13 @@ func init() {
 }
 
 // Open returns one device per GPU, or an error wrapping
-// devices.ErrNotAvailable that says why there is none. (The driver is
-// initialised when gorgonia.org/cu loads: without libcuda the program does
-// not start, and where cuInit fails cu exits the process.)
+// devices.ErrNotAvailable that says why there is none: no GPU, or a driver
+// that cannot start (cuInit's error). The binary links libcuda, so without
+// the NVIDIA driver installed at all it does not start.
 func Open() ([]devices.Device, error) {
-	n, err := cu.NumDevices()
+	n, err := deviceCount()
 	if err != nil {
-		return nil, fmt.Errorf("cuda: no driver (cuDeviceGetCount: %v): %w", err, devices.ErrNotAvailable)
+		return nil, fmt.Errorf("cuda: no usable GPU (%v): %w", err, devices.ErrNotAvailable)
 	}
 	if n == 0 {
 		return nil, fmt.Errorf("cuda: no GPU: %w", devices.ErrNotAvailable)
@@ -69,16 +67,16 @@ type Device struct {
 	weights map[string]*weight
 
 	// Owned by the device's thread.
-	ctx    cu.CUContext
+	ctx    context
 	hasCtx bool
 	k      *kernels
 	slots  [maxArgs]uint64
 	kv     map[int]*kvCache
-	allocs []cu.DevicePtr
+	allocs []dptr
 	used   int64
-	tokens cu.DevicePtr // the step on the device: its position, then its token ids
-	ntok   int          // token ids tokens has room for
-	stream stream       // every launch goes here (graphs need a stream of our own)
+	tokens dptr   // the step on the device: its position, then its token ids
+	ntok   int    // token ids tokens has room for
+	stream stream // every launch goes here (graphs need a stream of our own)
 	graphs map[string]*graph
 	seen   map[string]bool // batches run once, captured when seen again
 	key    []byte
@@ -94,20 +92,20 @@ type Device struct {
 type weight struct {
 	w        ops.Weight
 	typ      quant.Type // of the bytes at ptr
-	ptr      cu.DevicePtr
+	ptr      dptr
 	rowBytes int
 }
 
 // kvCache is one layer's keys and values, f32, ctx positions × dim.
 type kvCache struct {
-	k, v     cu.DevicePtr
+	k, v     dptr
 	ctx, dim int
 }
 
 // Buffer is an f32 buffer in GPU memory.
 type Buffer struct {
 	dev *Device
-	ptr cu.DevicePtr
+	ptr dptr
 	n   int
 }
 
@@ -128,17 +126,12 @@ func New(ordinal int) (*Device, error) {
 	}
 	go d.loop()
 	err := d.do(func() error {
-		dev, err := cu.GetDevice(ordinal)
+		dev, name, total, err := gpuInfo(ordinal)
 		if err != nil {
 			return err
 		}
-		if d.gpu, err = dev.Name(); err != nil {
-			return err
-		}
-		if d.total, err = dev.TotalMem(); err != nil {
-			return err
-		}
-		if d.ctx, err = dev.MakeContext(cu.SchedAuto); err != nil {
+		d.gpu, d.total = name, total
+		if d.ctx, err = newContext(dev); err != nil {
 			return err
 		}
 		d.hasCtx = true
@@ -273,7 +266,7 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 			return fmt.Errorf("cuda: weight %s: %w", w.Name, err)
 		}
 		if len(data) > 0 {
-			if err := cu.MemcpyHtoD(p, unsafe.Pointer(&data[0]), int64(len(data))); err != nil {
+			if err := memcpyHtoD(p, unsafe.Pointer(&data[0]), int64(len(data))); err != nil {
 				return fmt.Errorf("cuda: weight %s: upload: %w", w.Name, err)
 			}
 		}
@@ -287,8 +280,8 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 
 // alloc takes n bytes of device memory (device thread only). Memory is freed
 // when the device closes: the interface has no Free.
-func (d *Device) alloc(n int64) (cu.DevicePtr, error) {
-	p, err := cu.MemAlloc(max(n, 4))
+func (d *Device) alloc(n int64) (dptr, error) {
+	p, err := memAlloc(max(n, 4))
 	if err != nil {
 		return 0, fmt.Errorf("cuMemAlloc(%d bytes) with %d in use: %w", n, d.used, err)
 	}
@@ -361,7 +354,7 @@ func (d *Device) Write(dst devices.Buffer, src []float32) error {
 			return err
 		}
 		copy(s, unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), 4*len(src)))
-		if err := cu.MemcpyHtoD(b.ptr, d.stage, int64(4*len(src))); err != nil {
+		if err := memcpyHtoD(b.ptr, d.stage, int64(4*len(src))); err != nil {
 			return fmt.Errorf("cuda: write of %d elements: %w", len(src), err)
 		}
 		return nil
@@ -386,7 +379,7 @@ func (d *Device) Read(dst []float32, src devices.Buffer) error {
 		if err != nil {
 			return err
 		}
-		if err := cu.MemcpyDtoH(d.stage, b.ptr, int64(4*len(dst))); err != nil {
+		if err := memcpyDtoH(d.stage, b.ptr, int64(4*len(dst))); err != nil {
 			return fmt.Errorf("cuda: read of %d elements: %w", len(dst), err)
 		}
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), s)
@@ -397,7 +390,7 @@ func (d *Device) Read(dst []float32, src devices.Buffer) error {
 // Sync implements devices.Device.
 func (d *Device) Sync() error {
 	return d.do(func() error {
-		if err := cu.Synchronize(); err != nil {
+		if err := synchronize(); err != nil {
 			return fmt.Errorf("cuda: %s: %w", d.name, err)
 		}
 		return nil
@@ -417,7 +410,7 @@ func (d *Device) Close() error {
 	err := d.do(func() error {
 		var errs []error
 		if d.k != nil {
-			cu.Synchronize()
+			synchronize()
 			d.k.unload()
 		}
 		if debugGraph {
@@ -427,7 +420,7 @@ func (d *Device) Close() error {
 		d.stream.destroy()
 		d.stream = stream{}
 		for _, p := range d.allocs {
-			if err := cu.MemFree(p); err != nil {
+			if err := memFree(p); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -438,7 +431,7 @@ func (d *Device) Close() error {
 		d.wmu.Unlock()
 		d.k = nil
 		if d.hasCtx {
-			if err := d.ctx.Destroy(); err != nil {
+			if err := d.ctx.destroy(); err != nil {
 				errs = append(errs, err)
 			}
 			d.hasCtx = false

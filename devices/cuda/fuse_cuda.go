@@ -6,8 +6,6 @@ import (
 	"math"
 	"os"
 
-	"gorgonia.org/cu"
-
 	"hybrid/ops"
 )
 
@@ -157,7 +155,7 @@ func same(a, b *Buffer) bool { return a != nil && b != nil && a.ptr == b.ptr && 
 
 // overlap reports whether a and b share memory.
 func overlap(a, b *Buffer) bool {
-	return a != nil && b != nil && a.ptr < b.ptr+cu.DevicePtr(4*b.n) && b.ptr < a.ptr+cu.DevicePtr(4*a.n)
+	return a != nil && b != nil && a.ptr < b.ptr+dptr(4*b.n) && b.ptr < a.ptr+dptr(4*a.n)
 }
 
 // disjoint reports whether no output of u overlaps an input that u reads

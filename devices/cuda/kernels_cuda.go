@@ -6,8 +6,6 @@ import (
 	_ "embed"
 	"fmt"
 
-	"gorgonia.org/cu"
-
 	"hybrid/models/quant"
 )
 
@@ -58,7 +56,7 @@ type typed struct {
 
 // kernels are one context's loaded functions, looked up once.
 type kernels struct {
-	mods                        []cu.Module
+	mods                        []module
 	byType                      map[quant.Type]*typed
 	rmsNorm, rope, siluMul, add kernel
 	attention, kvAppend         kernel
@@ -68,20 +66,20 @@ type kernels struct {
 // loadKernels loads the embedded modules into the current context.
 func loadKernels() (*kernels, error) {
 	k := &kernels{byType: map[quant.Type]*typed{}}
-	load := func(ptx string) (cu.Module, error) {
-		m, err := cu.LoadData(ptx)
+	load := func(ptx string) (module, error) {
+		m, err := loadModule(ptx)
 		if err != nil {
 			return m, fmt.Errorf("loading PTX: %w", err)
 		}
 		k.mods = append(k.mods, m)
 		return m, nil
 	}
-	get := func(m cu.Module, name string) (kernel, error) {
-		f, err := m.Function(name)
+	get := func(m module, name string) (kernel, error) {
+		f, err := m.function(name)
 		if err != nil {
-			return kernel{}, fmt.Errorf("kernel %s: %w", name, err)
+			return kernel{}, err
 		}
-		return newKernel(name, f), nil
+		return kernel{name: name, fn: f}, nil
 	}
 	mm, err := load(matmulPTX)
 	if err != nil {
@@ -117,7 +115,7 @@ func loadKernels() (*kernels, error) {
 	}
 	for _, p := range []struct {
 		k    *kernel
-		m    cu.Module
+		m    module
 		name string
 	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.attention, am, "attention"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}} {
 		if *p.k, err = get(p.m, p.name); err != nil {
@@ -129,7 +127,7 @@ func loadKernels() (*kernels, error) {
 
 func (k *kernels) unload() {
 	for _, m := range k.mods {
-		m.Unload()
+		m.unload()
 	}
 	k.mods = nil
 }

@@ -2,9 +2,9 @@
 
 package cuda
 
-// The few driver calls gorgonia.org/cu v0.9.6 lacks or makes costly: its
-// Launch mallocs and frees two C arrays per kernel, and it has no pinned host
-// allocation or event timing. These run on the device's thread like the rest.
+// Launches, streams, graphs, pinned host memory and event timing (the rest
+// of the driver calls are in driver_cuda.go). These run on the device's
+// thread like the rest.
 
 /*
 #cgo LDFLAGS: -lcuda
@@ -20,7 +20,8 @@ static CUresult hy_launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, u
 }
 
 // The device's stream synchronises with the legacy default stream (which
-// gorgonia.org/cu's copies use), so the order of all its work is kept.
+// the synchronous copies of driver_cuda.go use), so the order of all its
+// work is kept.
 static CUresult hy_stream_create(CUstream *s) { return cuStreamCreate(s, CU_STREAM_DEFAULT); }
 static void hy_stream_destroy(CUstream s) { cuStreamDestroy(s); }
 static CUresult hy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return cuMemcpyDtoDAsync(dst, src, n, s); }
@@ -63,19 +64,12 @@ import (
 	"math"
 	"time"
 	"unsafe"
-
-	"gorgonia.org/cu"
 )
 
 // kernel is a loaded function; fn is the driver's handle.
 type kernel struct {
 	name string
 	fn   C.CUfunction
-}
-
-// newKernel takes the handle out of a cu.Function, whose only field it is.
-func newKernel(name string, f cu.Function) kernel {
-	return kernel{name: name, fn: *(*C.CUfunction)(unsafe.Pointer(&f))}
 }
 
 // maxArgs is the most parameters a kernel takes (hy_launch's array).

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"unsafe"
 
-	"gorgonia.org/cu"
-
 	"hybrid/devices"
 	"hybrid/ops"
 )
@@ -282,7 +280,7 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 		if out.n > in[0].n {
 			return fmt.Errorf("last row of %d elements from %d", out.n, in[0].n)
 		}
-		src := in[0].ptr + cu.DevicePtr(4*(in[0].n-out.n))
+		src := in[0].ptr + dptr(4*(in[0].n-out.n))
 		return d.stream.copyDtoD(uintptr(out.ptr), uintptr(src), 4*out.n)
 	}
 	return fmt.Errorf("%w kind", devices.ErrUnsupported)
@@ -311,7 +309,7 @@ func (d *Device) uploadStep(pos int, toks []int32) error {
 	for i, t := range toks {
 		put(1+i, t)
 	}
-	return cu.MemcpyHtoD(d.tokens, d.stage, int64(len(s)))
+	return memcpyHtoD(d.tokens, d.stage, int64(len(s)))
 }
 
 // attention appends the step's keys and values to the layer's cache and
