@@ -177,6 +177,19 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "SIMULATED devices: times of sim:* devices are modelled from %s (%s), not measured\n", hwName, hwSource)
 	}
 	t := table.NewWriter()
+	if hw == nil {
+		// Real devices only: no conversions, and the accounted speeds
+		// would be those of launches where a device runs asynchronously.
+		t.AppendHeader(table.Row{"policy", "devices", "prefill tok/s", "decode tok/s", "copies/token", "KiB/token",
+			"predicted ms/token", "accounted ms/token", "wall ms/token"})
+		for _, r := range results {
+			t.AppendRow(table.Row{r.Policy, r.Devices, fmt.Sprintf("%.2f", r.PrefillTokS), fmt.Sprintf("%.2f", r.DecodeTokS),
+				fmt.Sprintf("%.1f", r.CopiesPerToken), fmt.Sprintf("%.1f", r.BytesPerToken/1024),
+				fmt.Sprintf("%.3f", r.PredictedMS), fmt.Sprintf("%.3f", r.AccountedMS), fmt.Sprintf("%.3f", r.WallMS)})
+		}
+		fmt.Fprintln(stdout, t.Render())
+		return nil
+	}
 	t.AppendHeader(table.Row{"policy", "conversions", "devices", "wall prefill tok/s", "wall decode tok/s", "copies/token", "KiB/token",
 		"predicted ms/token", "accounted ms/token", "of which fp16 conversions", "accounted prefill tok/s", "accounted decode tok/s",
 		"wall ms/token"})
