@@ -59,8 +59,26 @@ func MeasureProfile(m *llama.Model, devs []devices.Device, ctx, prefill, steps i
 				sum[k] += ex.Stats.Ops[op.Name]
 				cnt[k] += ex.Stats.Steps
 			}
+			// The step as it really runs, ops queued and one wait at the
+			// end: on a device whose ops run asynchronously (a GPU that
+			// batches a step into one graph) waiting after every op costs
+			// far more than the op. The per-op times keep their
+			// proportions and are scaled down to sum to this.
+			var perOp time.Duration
+			for _, t := range sum {
+				perOp += t
+			}
+			perOp /= time.Duration(ex.Stats.Steps)
+			step, err := timeStep(ex, toks, steps)
+			if err != nil {
+				return nil, err
+			}
+			scale := 1.0
+			if perOp > 0 && step < perOp {
+				scale = float64(step) / float64(perOp)
+			}
 			for k, t := range sum {
-				dp.Ops[k] = float64(t) / float64(cnt[k]) / 1e3
+				dp.Ops[k] = scale * float64(t) / float64(cnt[k]) / 1e3
 			}
 		}
 	}
@@ -79,8 +97,26 @@ func MeasureProfile(m *llama.Model, devs []devices.Device, ctx, prefill, steps i
 	return p, nil
 }
 
+// timeStep is the wall time of one step of toks run as the executor runs it
+// (no wait after each op), the mean of steps after one untimed step.
+func timeStep(ex *Executor, toks []int32, steps int) (time.Duration, error) {
+	ex.opts.SyncEachOp = false
+	defer func() { ex.opts.SyncEachOp = true }()
+	if _, err := ex.Forward(toks, 0); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for s := 0; s < steps; s++ {
+		if _, err := ex.Forward(toks, 0); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start) / time.Duration(steps), nil
+}
+
 // measureCopy times copies of 1 Ki and 1 Mi floats from a to b through host
-// memory and fits latency + bytes/bandwidth through the two points.
+// memory, as the executor makes them (wait for a, read from a, write to b),
+// and fits latency + bytes/bandwidth through the two points.
 func measureCopy(a, b devices.Device) (planner.CopyFit, error) {
 	sizes := []int{1 << 10, 1 << 20}
 	var t [2]float64
@@ -97,6 +133,9 @@ func measureCopy(a, b devices.Device) (planner.CopyFit, error) {
 		reps := max(3, (64<<20)/(4*n))
 		start := time.Now()
 		for r := 0; r < reps; r++ {
+			if err := a.Sync(); err != nil {
+				return planner.CopyFit{}, err
+			}
 			if err := a.Read(h, src); err != nil {
 				return planner.CopyFit{}, err
 			}
