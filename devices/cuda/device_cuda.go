@@ -126,6 +126,9 @@ func New(ordinal int) (*Device, error) {
 	}
 	go d.loop()
 	err := d.do(func() error {
+		if err := driverInit(); err != nil {
+			return err
+		}
 		dev, name, total, err := gpuInfo(ordinal)
 		if err != nil {
 			return err

@@ -25,6 +25,24 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	float *xs = (float *)smem;
 	__shared__ float part[32];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	// This warp's weight row(s), found first so that their bytes are on
+	// their way from memory while the block normalises and stages x.
+	int row = blockIdx.x * (MV_THREADS / 32) + warp, nc = cols / 8; // fused only where cols is whole pieces
+	const uint8_t *W = 0, *U = 0;
+	float *Y = Y0;
+	if (mode == MV_SILU) {
+		if (row < r0) W = W0 + row * rb, U = W1 + row * rb;
+	} else if (row < r0) {
+		W = W0 + row * rb;
+	} else if (row < r0 + r1) {
+		row -= r0, W = W1 + row * rb, Y = Y1;
+	} else if (row < r0 + r1 + r2) {
+		row -= r0 + r1, W = W2 + row * rb, Y = Y2;
+	}
+	for (long long o = 128 * lane; W && o < rb; o += 32 * 128) {
+		asm volatile("prefetch.global.L2 [%0];" ::"l"(W + o));
+		if (U) asm volatile("prefetch.global.L2 [%0];" ::"l"(U + o));
+	}
 	if (nw) {
 		float scale = block_rms_scale(x, cols, eps, part);
 		for (int i = threadIdx.x; i < cols; i += blockDim.x) {
@@ -36,24 +54,14 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		for (int i = threadIdx.x; i < cols; i += blockDim.x) xs[i] = x[i];
 	}
 	__syncthreads();
-	int row = blockIdx.x * (MV_THREADS / 32) + warp, nc = cols / 8; // fused only where cols is whole pieces
+	if (!W) return;
 	if (mode == MV_SILU) {
-		if (row >= r0) return;
 		float g, u;
-		row_dot2<T>(W0 + row * rb, W1 + row * rb, xs, nc, lane, g, u);
+		row_dot2<T>(W, U, xs, nc, lane, g, u);
 		if (lane == 0) Y0[row] = g, Y1[row] = u, S[row] = silu_of(g, u);
 		return;
 	}
-	const uint8_t *W = W0;
-	float *Y = Y0;
-	if (row >= r0) {
-		row -= r0, W = W1, Y = Y1;
-		if (row >= r1) {
-			row -= r1, W = W2, Y = Y2;
-			if (row >= r2) return;
-		}
-	}
-	float y = row_dot<T>(W + row * rb, xs, cols, lane);
+	float y = row_dot<T>(W, xs, cols, lane);
 	if (lane == 0) {
 		Y[row] = y;
 		if (mode == MV_ADD) S[row] = res[row] + y;
