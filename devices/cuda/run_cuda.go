@@ -357,11 +357,14 @@ func (d *Device) kvFor(op *ops.Op) (*kvCache, error) {
 	return c, nil
 }
 
+// attWarps is the attention kernel's warps per block (ATT_WARPS).
+const attWarps = 8
+
 // attend launches the attention kernel for n query rows q over cache c,
 // whose keys and values for the step are already appended.
 func (d *Device) attend(op *ops.Op, n int, q, out *Buffer, c *kvCache) error {
 	a := op.Attn
 	scale := 1 / float32(math.Sqrt(float64(a.HeadDim)))
-	return launch(d.k.attention, a.Heads, n, 128, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
+	return launch(d.k.attention, a.Heads, n, 32*attWarps, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
 		i32(a.Heads).i32(a.KVHeads).i32(a.HeadDim).ptr(uintptr(d.tokens)).f32(scale))
 }
