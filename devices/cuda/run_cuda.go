@@ -358,7 +358,7 @@ func (d *Device) kvFor(op *ops.Op) (*kvCache, error) {
 }
 
 // attWarps is the attention kernel's warps per block (ATT_WARPS).
-const attWarps = 8
+const attWarps = 16
 
 // attend launches the attention kernel for n query rows q over cache c,
 // whose keys and values for the step are already appended.

@@ -10,7 +10,7 @@
 // the span split over more blocks (flash-decoding), not done yet.
 #include <math.h>
 
-#define ATT_WARPS 8 // attWarps in run_cuda.go
+#define ATT_WARPS 16 // attWarps in run_cuda.go
 #define MAX_T 8 // head dims up to 256
 
 extern "C" __global__ void attention(const float *q, const float *kc, const float *vc, float *out, int heads, int kvHeads,
