@@ -89,7 +89,7 @@ func Follow(ex *runtime.Executor, ref *Trace, tie float64) (int, float64, *Diver
 		if len(logits) != len(rl) {
 			return i, worst, nil, fmt.Errorf("step %d: %d logits, the reference has %d", i, len(logits), len(rl))
 		}
-		worst = max(worst, maxAbsDiff(logits, rl)/math.Max(maxAbs(rl), 1e-30))
+		worst = max(worst, maxAbsDiff(logits, rl)/math.Max(MaxAbs(rl), 1e-30))
 		if got := runtime.Greedy(logits); got != want {
 			d := &Divergence{Step: i, Want: want, Got: got, WantRef: rl[want], GotRef: rl[got], WantCand: logits[want], GotCand: logits[got]}
 			d.Tie = float64(rl[want])-float64(rl[got]) < tie

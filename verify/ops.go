@@ -142,7 +142,7 @@ func Ops(dev, ref devices.Device, seed uint64) []Result {
 		}
 		t := tol.mat(typ)
 		for _, n := range tokenCounts {
-			x := randVec(r, n*opCols)
+			x := RandVec(r, n*opCols)
 			add(opCase{
 				name: fmt.Sprintf("mat_mul %s %d×%d n=%d", typ, mmRows, opCols, n), op: &ops.Op{Kind: ops.MatMul, Name: "verify.mat_mul", Layer: 0, Weight: w}, weight: data,
 				steps:  []ops.Step{{Tokens: make([]int32, n)}},
@@ -163,7 +163,7 @@ func Ops(dev, ref devices.Device, seed uint64) []Result {
 			continue
 		}
 		for _, n := range tokenCounts[:2] {
-			x := randVec(r, n*opCols)
+			x := RandVec(r, n*opCols)
 			add(opCase{
 				name: fmt.Sprintf("rms_norm %s n=%d", typ, n),
 				op:   &ops.Op{Kind: ops.RMSNorm, Name: "verify.rms_norm", Layer: 0, Eps: 1e-5, Weight: w}, weight: data,
@@ -178,7 +178,7 @@ func Ops(dev, ref devices.Device, seed uint64) []Result {
 	// rope: all and half the features rotated, at positions 0, 37 and 1000.
 	const heads, hd = 8, 64
 	for _, c := range []struct{ n, pos, dims int }{{7, 0, hd}, {1, 37, hd}, {3, 1000, hd}, {5, 17, hd / 2}} {
-		x := randVec(r, c.n*heads*hd)
+		x := RandVec(r, c.n*heads*hd)
 		add(opCase{
 			name:   fmt.Sprintf("rope dims=%d n=%d pos=%d", c.dims, c.n, c.pos),
 			op:     &ops.Op{Kind: ops.RoPE, Name: "verify.rope", Layer: 0, Rope: ops.RopeParams{HeadDim: hd, Dims: c.dims, Base: ropeBase}},
@@ -191,7 +191,7 @@ func Ops(dev, ref devices.Device, seed uint64) []Result {
 
 	// silu_mul, add, last_row.
 	for _, n := range tokenCounts[:2] {
-		a, b := randVec(r, n*opCols), randVec(r, n*opCols)
+		a, b := RandVec(r, n*opCols), RandVec(r, n*opCols)
 		two := func(ops.Step) [][]float32 { return [][]float32{a, b} }
 		st := []ops.Step{{Tokens: make([]int32, n)}}
 		size := func(ops.Step) int { return n * opCols }
@@ -213,7 +213,7 @@ func Ops(dev, ref devices.Device, seed uint64) []Result {
 		qs := map[int][][]float32{}
 		for _, st := range steps {
 			n := len(st.Tokens)
-			qs[st.Pos] = [][]float32{randVec(r, n*a.Heads*a.HeadDim), randVec(r, n*a.KVHeads*a.HeadDim), randVec(r, n*a.KVHeads*a.HeadDim)}
+			qs[st.Pos] = [][]float32{RandVec(r, n*a.Heads*a.HeadDim), RandVec(r, n*a.KVHeads*a.HeadDim), RandVec(r, n*a.KVHeads*a.HeadDim)}
 		}
 		add(opCase{
 			name:   fmt.Sprintf("attention %dq/%dkv×%d prefill 9, decode at 9, 5 at 10", a.Heads, a.KVHeads, a.HeadDim),
@@ -223,7 +223,7 @@ func Ops(dev, ref devices.Device, seed uint64) []Result {
 			outLen: func(st ops.Step) int { return len(st.Tokens) * a.Heads * a.HeadDim },
 			metric: "max|Δ|/max|v|", tol: tol.attention,
 			err: func(got, want []float32, in [][]float32) float64 {
-				return maxAbsDiff(got, want) / maxAbs(in[2])
+				return maxAbsDiff(got, want) / MaxAbs(in[2])
 			},
 		})
 	}
@@ -252,12 +252,12 @@ func runCase(dev, ref devices.Device, c opCase) Result {
 	}
 	for _, st := range c.steps {
 		in := c.inputs(st)
-		want, err := runOp(ref, c.op, st, c.weight, c.outLen(st), in)
+		want, err := RunOp(ref, c.op, st, c.weight, c.outLen(st), in)
 		if err != nil {
 			res.Status, res.Note = Fail, fmt.Sprintf("CPU reference at pos %d: %v", st.Pos, err)
 			return res
 		}
-		got, err := runOp(dev, c.op, st, c.weight, c.outLen(st), in)
+		got, err := RunOp(dev, c.op, st, c.weight, c.outLen(st), in)
 		if err != nil {
 			res.Status, res.Note = Fail, fmt.Sprintf("at pos %d, %d tokens: %v", st.Pos, len(st.Tokens), err)
 			return res
@@ -282,83 +282,10 @@ func runCase(dev, ref devices.Device, c opCase) Result {
 	return res
 }
 
-// runOp loads op's weight if any, writes the inputs, fills the output with
-// NaN so that an element the device never writes shows, runs op and reads
-// the output back.
-func runOp(d devices.Device, op *ops.Op, st ops.Step, weight []byte, outLen int, ins [][]float32) ([]float32, error) {
-	if op.Weight != nil {
-		if err := d.LoadWeight(op.Weight, weight); err != nil {
-			return nil, err
-		}
-	}
-	var bufs []devices.Buffer
-	for _, in := range ins {
-		b, err := d.Alloc(len(in))
-		if err != nil {
-			return nil, err
-		}
-		if err := d.Write(b, in); err != nil {
-			return nil, err
-		}
-		bufs = append(bufs, b)
-	}
-	ob, err := d.Alloc(outLen)
-	if err != nil {
-		return nil, err
-	}
-	poison := make([]float32, outLen)
-	for i := range poison {
-		poison[i] = float32(math.NaN())
-	}
-	if err := d.Write(ob, poison); err != nil {
-		return nil, err
-	}
-	if err := d.Run(op, st, bufs, ob); err != nil {
-		return nil, err
-	}
-	if err := d.Sync(); err != nil {
-		return nil, err
-	}
-	out := make([]float32, outLen)
-	if err := d.Read(out, ob); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // randomWeight returns rows×cols normal random weights encoded as typ.
 func randomWeight(r *rand.Rand, typ quant.Type, rows, cols int) ([]byte, error) {
-	rb, err := quant.RowBytes(typ, cols)
-	if err != nil {
-		return nil, err
-	}
-	data := make([]byte, rows*rb)
-	src := randVec(r, cols)
-	for i := range rows {
-		for j := range src {
-			src[j] = float32(r.NormFloat64())
-		}
-		if err := quant.Quantize(typ, src, data[i*rb:(i+1)*rb]); err != nil {
-			return nil, fmt.Errorf("quantizing %s: %w", typ, err)
-		}
-	}
-	return data, nil
-}
-
-func randVec(r *rand.Rand, n int) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = float32(r.NormFloat64())
-	}
-	return v
-}
-
-func maxAbs(v []float32) float64 {
-	m := 0.0
-	for _, x := range v {
-		m = max(m, math.Abs(float64(x)))
-	}
-	return m
+	data, _, err := RandomWeights(r, typ, rows, cols)
+	return data, err
 }
 
 // maxAbsDiff is max|a−b|, infinite where either is NaN or the lengths
@@ -380,13 +307,13 @@ func maxAbsDiff(a, b []float32) float64 {
 
 // maxRel is max|got−want| / max|want|.
 func maxRel(got, want []float32, _ [][]float32) float64 {
-	return maxAbsDiff(got, want) / math.Max(maxAbs(want), 1e-30)
+	return maxAbsDiff(got, want) / math.Max(MaxAbs(want), 1e-30)
 }
 
 // maxRelToInput is max|got−want| / max|x| (rope: outputs are rotations of
 // the input).
 func maxRelToInput(got, want []float32, in [][]float32) float64 {
-	return maxAbsDiff(got, want) / math.Max(maxAbs(in[0]), 1e-30)
+	return maxAbsDiff(got, want) / math.Max(MaxAbs(in[0]), 1e-30)
 }
 
 // maxOverRMS is max|got−want| / rms(want).

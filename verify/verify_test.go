@@ -41,7 +41,7 @@ func (f *faulty) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 	}
 	if f.fault && op.Kind == f.kind {
 		b := out.(*cpu.Buffer)
-		b.F[len(b.F)/2] += float32(0.5 * maxAbs(b.F))
+		b.F[len(b.F)/2] += float32(0.5 * MaxAbs(b.F))
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"hybrid/devices/cpu"
 	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/verify"
 )
 
 // Every op kind and every weight type is checked against the CPU device (the
@@ -55,112 +56,24 @@ func gpu(t testing.TB) *Device {
 	return gpuDev
 }
 
-func randVec(r *rand.Rand, n int) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = float32(r.NormFloat64())
-	}
-	return v
-}
-
-// runOp loads op's weight (data) if any, writes the inputs, poisons the output
-// with NaN so that an unwritten element shows, runs op and reads the output.
+// runOp runs op on d (verify.RunOp), failing the test on an error.
 func runOp(t *testing.T, d devices.Device, op *ops.Op, st ops.Step, data []byte, out int, ins ...[]float32) []float32 {
 	t.Helper()
-	if op.Weight != nil {
-		if err := d.LoadWeight(op.Weight, data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var bufs []devices.Buffer
-	for _, in := range ins {
-		b, err := d.Alloc(len(in))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Write(b, in); err != nil {
-			t.Fatal(err)
-		}
-		bufs = append(bufs, b)
-	}
-	ob, err := d.Alloc(out)
+	res, err := verify.RunOp(d, op, st, data, out, ins)
 	if err != nil {
-		t.Fatal(err)
-	}
-	poison := make([]float32, out)
-	for i := range poison {
-		poison[i] = float32(math.NaN())
-	}
-	if err := d.Write(ob, poison); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Run(op, st, bufs, ob); err != nil {
-		t.Fatal(err)
-	}
-	res := make([]float32, out)
-	if err := d.Read(res, ob); err != nil {
 		t.Fatal(err)
 	}
 	return res
 }
 
-// maxErr returns the largest |got-want|/scale(i) and where; NaN counts as
-// infinite.
-func maxErr(got []float32, want func(i int) float64, scale func(i int) float64) (float64, int) {
-	worst, at := 0.0, -1
-	for i, g := range got {
-		e := math.Abs(float64(g)-want(i)) / scale(i)
-		if math.IsNaN(e) {
-			e = math.Inf(1)
-		}
-		if e > worst || at < 0 {
-			worst, at = e, i
-		}
-	}
-	return worst, at
-}
-
-// normRel is ‖a-b‖/‖b‖.
-func normRel(a, b []float32) float64 {
-	var num, den float64
-	for i := range a {
-		d := float64(a[i]) - float64(b[i])
-		if math.IsNaN(d) {
-			return math.Inf(1)
-		}
-		num += d * d
-		den += float64(b[i]) * float64(b[i])
-	}
-	return math.Sqrt(num / den)
-}
-
-func maxAbs(v []float32) float64 {
-	m := 0.0
-	for _, x := range v {
-		m = max(m, math.Abs(float64(x)))
-	}
-	return m
-}
-
-// quantized returns rows×cols random weights in type typ (quantized in
-// parallel by row) and their exact decoding.
+// quantized returns rows×cols random weights in type typ and their exact
+// decoding.
 func quantized(t *testing.T, r *rand.Rand, typ quant.Type, rows, cols int) ([]byte, []float32) {
 	t.Helper()
-	src := randVec(r, rows*cols)
-	rb, err := quant.RowBytes(typ, cols)
+	data, deq, err := verify.RandomWeights(r, typ, rows, cols)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := make([]byte, rows*rb)
-	deq := make([]float32, rows*cols)
-	parallel(rows, func(i int) {
-		if err := quant.Quantize(typ, src[i*cols:(i+1)*cols], data[i*rb:(i+1)*rb]); err != nil {
-			panic(err)
-		}
-		if err := quant.Dequantize(typ, data[i*rb:(i+1)*rb], deq[i*cols:(i+1)*cols]); err != nil {
-			panic(err)
-		}
-	})
 	return data, deq
 }
 
@@ -211,7 +124,7 @@ func TestMatMul(t *testing.T) {
 			w := &ops.Weight{Name: fmt.Sprintf("w.%s.%dx%d", typ, sh.rows, sh.cols), Type: typ, Rows: sh.rows, Cols: sh.cols}
 			for _, n := range []int{1, 13} {
 				t.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, sh.rows, sh.cols, n), func(t *testing.T) {
-					x := randVec(r, n*sh.cols)
+					x := verify.RandVec(r, n*sh.cols)
 					op := &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}
 					got := runOp(t, g, op, ops.Step{}, data, n*sh.rows, x)
 					want, mag := make([]float64, n*sh.rows), make([]float64, n*sh.rows)
@@ -227,7 +140,7 @@ func TestMatMul(t *testing.T) {
 							want[tk*sh.rows+row], mag[tk*sh.rows+row] = s, m
 						}
 					})
-					if e, i := maxErr(got, func(i int) float64 { return want[i] }, func(i int) float64 { return mag[i] }); e > 1e-5 {
+					if e, i := verify.MaxErr(got, func(i int) float64 { return want[i] }, func(i int) float64 { return mag[i] }); e > 1e-5 {
 						t.Fatalf("out[%d] = %g, want %g: error %.3g of Σ|w·x| > 1e-5", i, got[i], want[i], e)
 					} else {
 						t.Logf("vs float64: max error %.2g of Σ|w·x|", e)
@@ -237,7 +150,7 @@ func TestMatMul(t *testing.T) {
 					if typ == quant.F32 {
 						tol = 1e-5
 					}
-					if e := normRel(got, ref); e > tol {
+					if e := verify.NormRel(got, ref); e > tol {
 						t.Fatalf("‖gpu−cpu‖/‖cpu‖ = %.3g > %g", e, tol)
 					} else {
 						t.Logf("vs cpu: ‖gpu−cpu‖/‖cpu‖ = %.2g", e)
@@ -265,7 +178,7 @@ func TestEmbed(t *testing.T) {
 			op := &ops.Op{Kind: ops.Embed, Name: "embed", Weight: &ops.Weight{Name: "tok." + typ.String(), Type: typ, Rows: vocab, Cols: cols}}
 			got := runOp(t, g, op, st, data, len(st.Tokens)*cols)
 			want := runOp(t, cpuDev, op, st, data, len(st.Tokens)*cols)
-			if e, i := maxErr(got, func(i int) float64 { return float64(want[i]) }, func(int) float64 { return 1 }); e != 0 {
+			if e, i := verify.MaxErr(got, func(i int) float64 { return float64(want[i]) }, func(int) float64 { return 1 }); e != 0 {
 				t.Fatalf("out[%d] = %g, want %g", i, got[i], want[i])
 			}
 		})
@@ -298,20 +211,20 @@ func TestElementwise(t *testing.T) {
 	g := gpu(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	const rows, cols = 7, 2048
-	a, b := randVec(r, rows*cols), randVec(r, rows*cols)
+	a, b := verify.RandVec(r, rows*cols), verify.RandVec(r, rows*cols)
 	rel := func(want []float32) func(int) float64 {
 		return func(i int) float64 { return math.Abs(float64(want[i])) + 1e-30 }
 	}
 	t.Run("rms_norm", func(t *testing.T) {
 		// f32 tree sum of squares against the CPU's float64 sum: ~1e-7
 		// relative in the scale, then two f32 products: 1e-5 relative.
-		norm := randVec(r, cols)
+		norm := verify.RandVec(r, cols)
 		op := &ops.Op{Kind: ops.RMSNorm, Name: "norm", Eps: 1e-5, Weight: &ops.Weight{Name: "norm", Type: quant.F32, Rows: 1, Cols: cols}}
 		data := make([]byte, 4*cols)
 		quant.Quantize(quant.F32, norm, data)
 		got := runOp(t, g, op, ops.Step{}, data, rows*cols, a)
 		want := runOp(t, cpuDev, op, ops.Step{}, data, rows*cols, a)
-		if e, i := maxErr(got, func(i int) float64 { return float64(want[i]) }, rel(want)); e > 1e-5 {
+		if e, i := verify.MaxErr(got, func(i int) float64 { return float64(want[i]) }, rel(want)); e > 1e-5 {
 			t.Fatalf("out[%d] = %g, want %g (relative error %.3g > 1e-5)", i, got[i], want[i], e)
 		}
 	})
@@ -321,7 +234,7 @@ func TestElementwise(t *testing.T) {
 		op := &ops.Op{Kind: ops.SiLUMul, Name: "silu"}
 		got := runOp(t, g, op, ops.Step{}, nil, rows*cols, a, b)
 		want := runOp(t, cpuDev, op, ops.Step{}, nil, rows*cols, a, b)
-		if e, i := maxErr(got, func(i int) float64 { return float64(want[i]) }, rel(want)); e > 1e-6 {
+		if e, i := verify.MaxErr(got, func(i int) float64 { return float64(want[i]) }, rel(want)); e > 1e-6 {
 			t.Fatalf("out[%d] = %g, want %g (relative error %.3g > 1e-6)", i, got[i], want[i], e)
 		}
 	})
@@ -352,13 +265,13 @@ func TestRoPE(t *testing.T) {
 	for _, c := range []struct{ rows, pos, dims int }{{7, 0, 64}, {7, 90, 64}, {3, 4000, 64}, {5, 17, 32}} {
 		t.Run(fmt.Sprintf("pos=%d/dims=%d", c.pos, c.dims), func(t *testing.T) {
 			const heads, hd = 32, 64
-			x := randVec(r, c.rows*heads*hd)
+			x := verify.RandVec(r, c.rows*heads*hd)
 			op := &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: ops.RopeParams{HeadDim: hd, Dims: c.dims, Base: 10000}}
 			st := ops.Step{Tokens: make([]int32, c.rows), Pos: c.pos}
 			got := runOp(t, g, op, st, nil, len(x), x)
 			want := runOp(t, cpuDev, op, st, nil, len(x), x)
-			scale := maxAbs(x)
-			if e, i := maxErr(got, func(i int) float64 { return float64(want[i]) }, func(int) float64 { return scale }); e > 2e-6 {
+			scale := verify.MaxAbs(x)
+			if e, i := verify.MaxErr(got, func(i int) float64 { return float64(want[i]) }, func(int) float64 { return scale }); e > 2e-6 {
 				t.Fatalf("out[%d] = %g, want %g (error %.3g of max|x| > 2e-6)", i, got[i], want[i], e)
 			} else {
 				t.Logf("max error %.2g of max|x|", e)
@@ -386,7 +299,7 @@ func TestAttention(t *testing.T) {
 	for _, st := range []ops.Step{{Tokens: make([]int32, 90), Pos: 0}, {Tokens: make([]int32, 1), Pos: 90}, {Tokens: make([]int32, 5), Pos: 91}} {
 		t.Run(fmt.Sprintf("pos=%d/n=%d", st.Pos, len(st.Tokens)), func(t *testing.T) {
 			n := len(st.Tokens)
-			q, k, v := randVec(r, n*heads*hd), randVec(r, n*kdim), randVec(r, n*kdim)
+			q, k, v := verify.RandVec(r, n*heads*hd), verify.RandVec(r, n*kdim), verify.RandVec(r, n*kdim)
 			ks, vs = append(ks, k...), append(vs, v...)
 			got := runOp(t, g, op, st, nil, len(q), q, k, v)
 			cpuOut := runOp(t, cpuDev, op, st, nil, len(q), q, k, v)
@@ -420,13 +333,13 @@ func TestAttention(t *testing.T) {
 					}
 				}
 			}
-			vmax := maxAbs(vs)
-			if e, i := maxErr(got, func(i int) float64 { return want[i] }, func(int) float64 { return vmax }); e > 1e-5 {
+			vmax := verify.MaxAbs(vs)
+			if e, i := verify.MaxErr(got, func(i int) float64 { return want[i] }, func(int) float64 { return vmax }); e > 1e-5 {
 				t.Fatalf("out[%d] = %g, want %g (error %.3g of max|v| > 1e-5)", i, got[i], want[i], e)
 			} else {
 				t.Logf("vs float64: max error %.2g of max|v|", e)
 			}
-			if e, i := maxErr(got, func(i int) float64 { return float64(cpuOut[i]) }, func(int) float64 { return vmax }); e > 5e-3 {
+			if e, i := verify.MaxErr(got, func(i int) float64 { return float64(cpuOut[i]) }, func(int) float64 { return vmax }); e > 5e-3 {
 				t.Fatalf("out[%d] = %g, cpu %g (error %.3g of max|v| > 5e-3)", i, got[i], cpuOut[i], e)
 			} else {
 				t.Logf("vs cpu (f16 cache): max error %.2g of max|v|", e)
@@ -500,10 +413,10 @@ func TestBandwidth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Write(x, randVec(r, cols))
+	g.Write(x, verify.RandVec(r, cols))
 	y, _ := g.Alloc(rows)
 	xn, _ := g.Alloc(8 * cols)
-	g.Write(xn, randVec(r, 8*cols))
+	g.Write(xn, verify.RandVec(r, 8*cols))
 	yn, _ := g.Alloc(8 * rows)
 	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.F16, quant.F32} {
 		data, _ := quantized(t, r, typ, rows, cols)
@@ -582,7 +495,7 @@ func TestBandwidth(t *testing.T) {
 
 	// Launch costs of an add of 2048 floats.
 	a, _ := g.Alloc(2048)
-	g.Write(a, randVec(r, 2048))
+	g.Write(a, verify.RandVec(r, 2048))
 	o, _ := g.Alloc(2048)
 	add := &ops.Op{Kind: ops.Add, Name: "add"}
 	in := []devices.Buffer{a, a}

@@ -23,6 +23,7 @@ import (
 	"hybrid/models/llama"
 	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/verify"
 )
 
 // The harness runs the kernels' MSL (Source, exactly what the Mac compiles)
@@ -253,29 +254,12 @@ func bytesF32(b []byte) []float32 {
 	return v
 }
 
-func randVec(r *rand.Rand, n int) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = float32(r.NormFloat64())
-	}
-	return v
-}
-
 // quantized returns rows×cols random weights in type typ and their exact
 // decoding.
 func quantized(t *testing.T, r *rand.Rand, typ quant.Type, rows, cols int) ([]byte, []float32) {
 	t.Helper()
-	src := randVec(r, rows*cols)
-	rb, err := quant.RowBytes(typ, cols)
+	data, deq, err := verify.RandomWeights(r, typ, rows, cols)
 	if err != nil {
-		t.Fatal(err)
-	}
-	data := make([]byte, rows*rb)
-	deq := make([]float32, rows*cols)
-	if err := quant.Quantize(typ, src, data); err != nil {
-		t.Fatal(err)
-	}
-	if err := quant.Dequantize(typ, data, deq); err != nil {
 		t.Fatal(err)
 	}
 	return data, deq
@@ -326,75 +310,14 @@ func onMetal(t *testing.T, h *harness, op *ops.Op, st ops.Step, weight []byte, o
 	return bytesF32(res[RoleOut])
 }
 
-// onCPU runs op on the CPU device.
+// onCPU runs op on the CPU device (verify.RunOp).
 func onCPU(t *testing.T, d devices.Device, op *ops.Op, st ops.Step, weight []byte, out int, ins ...[]float32) []float32 {
 	t.Helper()
-	if op.Weight != nil {
-		if err := d.LoadWeight(op.Weight, weight); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var bufs []devices.Buffer
-	for _, in := range ins {
-		b, err := d.Alloc(len(in))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Write(b, in); err != nil {
-			t.Fatal(err)
-		}
-		bufs = append(bufs, b)
-	}
-	ob, err := d.Alloc(out)
+	res, err := verify.RunOp(d, op, st, weight, out, ins)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Run(op, st, bufs, ob); err != nil {
-		t.Fatal(err)
-	}
-	res := make([]float32, out)
-	if err := d.Read(res, ob); err != nil {
-		t.Fatal(err)
-	}
 	return res
-}
-
-// maxErr returns the largest |got-want|/scale(i) and where; NaN counts as
-// infinite.
-func maxErr(got []float32, want func(i int) float64, scale func(i int) float64) (float64, int) {
-	worst, at := 0.0, -1
-	for i, g := range got {
-		e := math.Abs(float64(g)-want(i)) / scale(i)
-		if math.IsNaN(e) {
-			e = math.Inf(1)
-		}
-		if e > worst || at < 0 {
-			worst, at = e, i
-		}
-	}
-	return worst, at
-}
-
-// normRel is ‖a-b‖/‖b‖.
-func normRel(a, b []float32) float64 {
-	var num, den float64
-	for i := range a {
-		d := float64(a[i]) - float64(b[i])
-		if math.IsNaN(d) {
-			return math.Inf(1)
-		}
-		num += d * d
-		den += float64(b[i]) * float64(b[i])
-	}
-	return math.Sqrt(num / den)
-}
-
-func maxAbs(v []float32) float64 {
-	m := 0.0
-	for _, x := range v {
-		m = max(m, math.Abs(float64(x)))
-	}
-	return m
 }
 
 // results collects one line per checked kernel for the summary the test
@@ -509,7 +432,7 @@ func testMatMul(t *testing.T, h *harness, ref devices.Device, sum *results) {
 		w := &ops.Weight{Name: "w." + typ.String(), Type: typ, Rows: rows, Cols: cols}
 		for _, n := range []int{1, 3, 37} {
 			t.Run(fmt.Sprintf("%s/n=%d", typ, n), func(t *testing.T) {
-				x := randVec(r, n*cols)
+				x := verify.RandVec(r, n*cols)
 				op := &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}
 				st := ops.Step{Tokens: make([]int32, n)}
 				got := onMetal(t, h, op, st, data, n*rows, nil, nil, x)
@@ -526,7 +449,7 @@ func testMatMul(t *testing.T, h *harness, ref devices.Device, sum *results) {
 					}
 				}
 				tol := float64(cols) * 0x1p-24
-				e, i := maxErr(got, func(i int) float64 { return want[i] }, func(i int) float64 { return mag[i] })
+				e, i := verify.MaxErr(got, func(i int) float64 { return want[i] }, func(i int) float64 { return mag[i] })
 				if e > tol {
 					t.Fatalf("out[%d] = %g, want %g: error %.3g of Σ|w·x| > %.3g", i, got[i], want[i], e, tol)
 				}
@@ -535,7 +458,7 @@ func testMatMul(t *testing.T, h *harness, ref devices.Device, sum *results) {
 				if typ == quant.F32 {
 					ctol = 1e-5
 				}
-				ce := normRel(got, cpuOut)
+				ce := verify.NormRel(got, cpuOut)
 				if ce > ctol {
 					t.Fatalf("‖metal−cpu‖/‖cpu‖ = %.3g > %g", ce, ctol)
 				}
@@ -580,11 +503,11 @@ func testNorm(t *testing.T, h *harness, ref devices.Device, sum *results) {
 				data, _ := quantized(t, r, typ, 1, sh.cols)
 				op := &ops.Op{Kind: ops.RMSNorm, Name: "norm", Eps: 1e-5,
 					Weight: &ops.Weight{Name: fmt.Sprintf("norm.%s.%d", typ, sh.cols), Type: typ, Rows: 1, Cols: sh.cols}}
-				x := randVec(r, sh.rows*sh.cols)
+				x := verify.RandVec(r, sh.rows*sh.cols)
 				st := ops.Step{Tokens: make([]int32, sh.rows)}
 				got := onMetal(t, h, op, st, data, len(x), nil, nil, x)
 				want := onCPU(t, ref, op, st, data, len(x), x)
-				e, i := maxErr(got, func(i int) float64 { return float64(want[i]) }, func(i int) float64 { return math.Abs(float64(want[i])) + 1e-30 })
+				e, i := verify.MaxErr(got, func(i int) float64 { return float64(want[i]) }, func(i int) float64 { return math.Abs(float64(want[i])) + 1e-30 })
 				if e > 1e-5 {
 					t.Fatalf("out[%d] = %g, cpu %g (relative error %.3g > 1e-5)", i, got[i], want[i], e)
 				}
@@ -603,13 +526,13 @@ func testRoPE(t *testing.T, h *harness, ref devices.Device, sum *results) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, c := range []struct{ rows, pos, heads, hd, dims int }{{3, 0, 4, 64, 64}, {1, 900, 4, 64, 32}, {5, 17, 2, 32, 16}, {2, 4000, 3, 128, 128}} {
 		t.Run(fmt.Sprintf("pos=%d/n=%d/hd=%d/dims=%d", c.pos, c.rows, c.hd, c.dims), func(t *testing.T) {
-			x := randVec(r, c.rows*c.heads*c.hd)
+			x := verify.RandVec(r, c.rows*c.heads*c.hd)
 			op := &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: ops.RopeParams{HeadDim: c.hd, Dims: c.dims, Base: 10000}}
 			st := ops.Step{Tokens: make([]int32, c.rows), Pos: c.pos}
 			got := onMetal(t, h, op, st, nil, len(x), nil, nil, x)
 			want := onCPU(t, ref, op, st, nil, len(x), x)
-			scale := maxAbs(x)
-			e, i := maxErr(got, func(i int) float64 { return float64(want[i]) }, func(int) float64 { return scale })
+			scale := verify.MaxAbs(x)
+			e, i := verify.MaxErr(got, func(i int) float64 { return float64(want[i]) }, func(int) float64 { return scale })
 			if e > 2e-6 {
 				t.Fatalf("out[%d] = %g, cpu %g (error %.3g of max|x| > 2e-6)", i, got[i], want[i], e)
 			}
@@ -646,7 +569,7 @@ func testAttention(t *testing.T, h *harness, ref devices.Device, sum *results) {
 			st := ops.Step{Tokens: make([]int32, s[1]), Pos: s[0]}
 			t.Run(fmt.Sprintf("heads=%d/%d/hd=%d/pos=%d/n=%d", a.Heads, a.KVHeads, a.HeadDim, st.Pos, s[1]), func(t *testing.T) {
 				n := s[1]
-				q, k, v := randVec(r, n*a.Heads*a.HeadDim), randVec(r, n*kdim), randVec(r, n*kdim)
+				q, k, v := verify.RandVec(r, n*a.Heads*a.HeadDim), verify.RandVec(r, n*kdim), verify.RandVec(r, n*kdim)
 				for i := range k {
 					ks = append(ks, quant.F16ToF32(quant.F32ToF16(k[i])))
 					vs = append(vs, quant.F16ToF32(quant.F32ToF16(v[i])))
@@ -689,12 +612,12 @@ func testAttention(t *testing.T, h *harness, ref devices.Device, sum *results) {
 						}
 					}
 				}
-				vmax := maxAbs(vs)
-				e, i := maxErr(got, func(i int) float64 { return want[i] }, func(int) float64 { return vmax })
+				vmax := verify.MaxAbs(vs)
+				e, i := verify.MaxErr(got, func(i int) float64 { return want[i] }, func(int) float64 { return vmax })
 				if e > 1e-5 {
 					t.Fatalf("out[%d] = %g, want %g (error %.3g of max|v| > 1e-5)", i, got[i], want[i], e)
 				}
-				ce, ci := maxErr(got, func(i int) float64 { return float64(cpuOut[i]) }, func(int) float64 { return vmax })
+				ce, ci := verify.MaxErr(got, func(i int) float64 { return float64(cpuOut[i]) }, func(int) float64 { return vmax })
 				if ce > 5e-3 {
 					t.Fatalf("out[%d] = %g, cpu %g (error %.3g of max|v| > 5e-3)", ci, got[ci], cpuOut[ci], ce)
 				}
@@ -710,7 +633,7 @@ func testAttention(t *testing.T, h *harness, ref devices.Device, sum *results) {
 func testElementwise(t *testing.T, h *harness, ref devices.Device, sum *results) {
 	r := rand.New(rand.NewPCG(11, 12))
 	const rows, cols = 3, 200
-	a, b := randVec(r, rows*cols), randVec(r, rows*cols)
+	a, b := verify.RandVec(r, rows*cols), verify.RandVec(r, rows*cols)
 	st := ops.Step{Tokens: make([]int32, rows)}
 	t.Run("silu_mul", func(t *testing.T) {
 		// glibc's expf is correctly rounded, the CPU's within ~1.5 ulp: a few
@@ -718,7 +641,7 @@ func testElementwise(t *testing.T, h *harness, ref devices.Device, sum *results)
 		op := &ops.Op{Kind: ops.SiLUMul, Name: "silu"}
 		got := onMetal(t, h, op, st, nil, len(a), nil, nil, a, b)
 		want := onCPU(t, ref, op, st, nil, len(a), a, b)
-		e, i := maxErr(got, func(i int) float64 { return float64(want[i]) }, func(i int) float64 { return math.Abs(float64(want[i])) + 1e-30 })
+		e, i := verify.MaxErr(got, func(i int) float64 { return float64(want[i]) }, func(i int) float64 { return math.Abs(float64(want[i])) + 1e-30 })
 		if e > 1e-6 {
 			t.Fatalf("out[%d] = %g, cpu %g (relative error %.3g > 1e-6)", i, got[i], want[i], e)
 		}
@@ -784,7 +707,7 @@ func testGraph(t *testing.T, h *harness, ref devices.Device, sum *results) {
 	c, types := testModel()
 	weights := map[string][]byte{}
 	for _, w := range c.Weights() {
-		v := randVec(r, w.Rows*w.Cols)
+		v := verify.RandVec(r, w.Rows*w.Cols)
 		for i := range v {
 			if w.Rows == 1 {
 				v[i] = 1 + v[i]/8 // norm scales near 1
@@ -835,7 +758,7 @@ func testGraph(t *testing.T, h *harness, ref devices.Device, sum *results) {
 			cv[op.Out] = onCPU(t, ref, op, st, data, out, cins...)
 		}
 		got, want := mv[g.Output], cv[g.Output]
-		e := normRel(got, want)
+		e := verify.NormRel(got, want)
 		if e > 2e-2 {
 			t.Fatalf("n=%d pos=%d: logits ‖metal−cpu‖/‖cpu‖ = %.3g > 2e-2", n, pos, e)
 		}
