@@ -24,6 +24,9 @@ type Options struct {
 	// with its own buffers and worker pool, so that copies between them are
 	// real; 0 or 1 means one.
 	CPUs int
+	// CoreMLUnits is the compute units CoreML models may use (a policy's
+	// coreml_units); "" is the CoreML device's default.
+	CoreMLUnits string
 }
 
 var (

@@ -339,3 +339,31 @@ func checkBeatsFixedSplits(t *testing.T, g *ops.Graph, cands []Candidate, pol *P
 	}
 	t.Logf("capped: auto %v %v, best fixed split %s %v", p.Predicted, p.Placement(), bestName, bestHand)
 }
+
+// TestPlanShowsPrecision checks that a plan reports each device's precision:
+// mac-hybrid on the simulated M4 Pro puts silu·mul on the fp16 Neural Engine.
+func TestPlanShowsPrecision(t *testing.T) {
+	hw, cands := m4(t)
+	pol, err := LoadPolicy("mac-hybrid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Make(builtinGraph(t, 1), cands, pol, &Costs{Hardware: hw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range p.JSON().Devices {
+		got[d.Name] = d.Precision
+	}
+	if got["sim:coreml"] != "f16" || got["sim:metal"] != "f32" {
+		t.Fatalf("precisions %v, want sim:coreml f16 and sim:metal f32", got)
+	}
+	var b strings.Builder
+	if err := p.Render(&b, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "PRECISION") {
+		t.Fatalf("the device table has no precision column:\n%s", b.String())
+	}
+}

@@ -35,6 +35,7 @@ import (
 //	memory:                         # byte cap per reference: 8GiB, 512MiB, 1.5GB, 1000000
 //	  metal: 12GiB
 //	transfers: boundary             # or per-op (the ablation)
+//	coreml_units: cpu_ne            # CoreML's compute units: cpu_ne (default), all, cpu_gpu, cpu
 //
 // A device reference is a device's name ("cpu", "cpu:1", "cuda:0",
 // "sim:metal") or its kind ("cpu", "cuda", "metal", "coreml"). In devices,
@@ -54,6 +55,11 @@ type Policy struct {
 	// Transfers is "boundary" (copies only where a value crosses devices) or
 	// "per-op" (the ablation: a host round trip around every op).
 	Transfers string
+	// CoreMLUnits is the compute units the CoreML device's models may run
+	// on (MLModelConfiguration.computeUnits): "cpu_ne" (CPU and Neural
+	// Engine), "all", "cpu_gpu" or "cpu"; "" leaves the device's default
+	// (cpu_ne, or $HYBRID_COREML_UNITS).
+	CoreMLUnits string
 
 	lines polLines
 }
@@ -177,6 +183,7 @@ type polFile struct {
 	Rules       []polRuleFile     `yaml:"rules"`
 	Memory      map[string]string `yaml:"memory"`
 	Transfers   string            `yaml:"transfers"`
+	CoreMLUnits string            `yaml:"coreml_units"`
 }
 
 type polRuleFile struct {
@@ -190,7 +197,7 @@ var (
 	polKeys = map[string]yaml.Kind{
 		"name": yaml.ScalarNode, "description": yaml.ScalarNode, "devices": yaml.SequenceNode,
 		"exclude": yaml.SequenceNode, "rules": yaml.SequenceNode, "memory": yaml.MappingNode,
-		"transfers": yaml.ScalarNode,
+		"transfers": yaml.ScalarNode, "coreml_units": yaml.ScalarNode,
 	}
 	polRuleKeys = map[string]yaml.Kind{"ops": yaml.SequenceNode, "layers": yaml.ScalarNode, "device": yaml.ScalarNode}
 )
@@ -272,7 +279,7 @@ func ParsePolicy(data []byte, path string) (*Policy, error) {
 	}
 
 	p := &Policy{Name: pf.Name, Path: path, Description: pf.Description, Devices: pf.Devices, Exclude: pf.Exclude,
-		Memory: map[string]int64{}, Transfers: pf.Transfers, lines: polLines{memory: map[string]int{}}}
+		Memory: map[string]int64{}, Transfers: pf.Transfers, CoreMLUnits: pf.CoreMLUnits, lines: polLines{memory: map[string]int{}}}
 	if p.Name == "" {
 		p.Name = strings.TrimSuffix(strings.TrimSuffix(polBase(path), ".yaml"), ".yml")
 	}
@@ -282,6 +289,11 @@ func ParsePolicy(data []byte, path string) (*Policy, error) {
 	case "boundary", "per-op":
 	default:
 		return nil, fail(polValue(doc, "transfers").Line, "transfers is %q: want boundary or per-op", p.Transfers)
+	}
+	switch p.CoreMLUnits {
+	case "", "cpu_ne", "all", "cpu_gpu", "cpu":
+	default:
+		return nil, fail(polValue(doc, "coreml_units").Line, "coreml_units is %q: want cpu_ne, all, cpu_gpu or cpu", p.CoreMLUnits)
 	}
 	for _, list := range []struct {
 		key   string

@@ -125,6 +125,7 @@ func TestBadPolicyFiles(t *testing.T) {
 		has  string
 	}{
 		"comments_only.yaml":       {1, "empty policy file"},
+		"coreml_units.yaml":        {4, `coreml_units is "neural_engine_only": want cpu_ne, all, cpu_gpu or cpu`},
 		"device_reference.yaml":    {5, `"CUDA 0" is not a kind or a device name`},
 		"devices_not_list.yaml":    {3, `devices is "cpu", want a list`},
 		"duplicate_key.yaml":       {4, "devices is given twice (first on line 3)"},
@@ -143,7 +144,7 @@ func TestBadPolicyFiles(t *testing.T) {
 		"two_documents.yaml":       {4, "a second YAML document"},
 		// yaml.v3 names the line where the broken list began, not the stray line 6.
 		"unclosed_key.yaml":     {4, "did not find expected '-' indicator"},
-		"unknown_key.yaml":      {5, `unknown key "favourite" (known: description, devices, `},
+		"unknown_key.yaml":      {5, `unknown key "favourite" (known: coreml_units, description, devices, `},
 		"unknown_op_kind.yaml":  {8, `unknown op kind "matmul" (have embed, rms_norm, mat_mul,`},
 		"unknown_rule_key.yaml": {6, `rule: unknown key "devcie" (known: device, layers, ops)`},
 	}
@@ -227,13 +228,14 @@ memory:
   cpu: 512MiB
   "cuda:1": 1000
 transfers: per-op
+coreml_units: all
 `
 	p, err := ParsePolicy([]byte(text), "dir/mine.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Name != "mine" || p.Path != "dir/mine.yaml" || p.Description != "two rules" || p.Transfers != "per-op" {
-		t.Errorf("name %q, path %q, description %q, transfers %q", p.Name, p.Path, p.Description, p.Transfers)
+	if p.Name != "mine" || p.Path != "dir/mine.yaml" || p.Description != "two rules" || p.Transfers != "per-op" || p.CoreMLUnits != "all" {
+		t.Errorf("name %q, path %q, description %q, transfers %q, coreml_units %q", p.Name, p.Path, p.Description, p.Transfers, p.CoreMLUnits)
 	}
 	if !slices.Equal(p.Devices, []string{"cpu", "sim:metal", "cuda:1"}) || !slices.Equal(p.Exclude, []string{"coreml"}) {
 		t.Errorf("devices %v, exclude %v", p.Devices, p.Exclude)

@@ -32,6 +32,7 @@ type JSONDevice struct {
 	Name        string  `json:"name"`
 	Kind        string  `json:"kind"`
 	Simulated   bool    `json:"simulated"`
+	Precision   string  `json:"precision"` // f32, or f16 for devices that round to fp16 (the Neural Engine)
 	Ops         int     `json:"ops"`
 	PredictedMS float64 `json:"predicted_ms"`
 	MemoryBytes int64   `json:"memory_bytes"`
@@ -84,8 +85,12 @@ func (p *Plan) JSON() JSONPlan {
 	out := JSONPlan{Policy: p.Policy, Step: step, Tokens: g.Tokens, PredictedMS: ms(p.Predicted), Notes: p.Notes}
 	for _, s := range p.Summary() {
 		j := p.DeviceIndex(s.Device)
+		prec := p.Devices[j].Precision
+		if prec == "" {
+			prec = "f32"
+		}
 		out.Devices = append(out.Devices, JSONDevice{Name: s.Device, Kind: p.Devices[j].Kind, Simulated: s.Simulated,
-			Ops: s.Ops, PredictedMS: ms(s.Predicted), MemoryBytes: s.Memory})
+			Precision: prec, Ops: s.Ops, PredictedMS: ms(s.Predicted), MemoryBytes: s.Memory})
 		out.Simulated = out.Simulated || s.Simulated
 	}
 	for i, op := range g.Ops {
@@ -183,11 +188,11 @@ func (p *Plan) Render(w io.Writer, format string) error {
 	out(t)
 
 	s := table.NewWriter()
-	s.AppendHeader(table.Row{"device", "kind", "simulated", "ops", "predicted ms/step", "memory"})
+	s.AppendHeader(table.Row{"device", "kind", "simulated", "precision", "ops", "predicted ms/step", "memory"})
 	for _, d := range jp.Devices {
-		s.AppendRow(table.Row{d.Name, d.Kind, d.Simulated, d.Ops, fmt.Sprintf("%.3f", d.PredictedMS), bytesStr(d.MemoryBytes)})
+		s.AppendRow(table.Row{d.Name, d.Kind, d.Simulated, d.Precision, d.Ops, fmt.Sprintf("%.3f", d.PredictedMS), bytesStr(d.MemoryBytes)})
 	}
-	s.AppendFooter(table.Row{"boundaries", "", "", jp.Boundaries.Count, fmt.Sprintf("%.3f", jp.Boundaries.MS), bytesStr(jp.Boundaries.Bytes) + "/step"})
+	s.AppendFooter(table.Row{"boundaries", "", "", "", jp.Boundaries.Count, fmt.Sprintf("%.3f", jp.Boundaries.MS), bytesStr(jp.Boundaries.Bytes) + "/step"})
 	out(s)
 	for _, n := range p.Notes {
 		fmt.Fprintln(w, "note:", n)

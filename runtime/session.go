@@ -23,6 +23,9 @@ type SessionOptions struct {
 	// which every op on such a device pays a conversion pass of each input
 	// and output (sim.Conversions). It needs Hardware.
 	Conversions string
+	// CoreMLUnits is the compute units of the CoreML device's models; the
+	// policy's coreml_units overrides it.
+	CoreMLUnits string
 }
 
 // Session is a model placed on devices by a policy: the plan for a decode
@@ -54,7 +57,7 @@ func Devices(o SessionOptions) ([]devices.Device, []devices.Missing, *sim.Hardwa
 	if o.Hardware == "" && conv != sim.Boundary {
 		return nil, nil, nil, fmt.Errorf("runtime: conversions %q applies to the simulated fp16 devices of a hardware profile, and none is given", o.Conversions)
 	}
-	devs, missing := devices.Discover(devices.Options{Threads: o.Threads, CPUs: o.CPUs})
+	devs, missing := devices.Discover(devices.Options{Threads: o.Threads, CPUs: o.CPUs, CoreMLUnits: o.CoreMLUnits})
 	if o.Hardware == "" {
 		return devs, missing, nil, nil
 	}
@@ -82,14 +85,17 @@ func Devices(o SessionOptions) ([]devices.Device, []devices.Missing, *sim.Hardwa
 func NewSession(m *llama.Model, o SessionOptions) (*Session, error) {
 	s := &Session{Model: m}
 	var err error
-	if s.Devices, s.Missing, s.Hardware, err = Devices(o); err != nil {
-		return nil, err
-	}
 	name := o.Policy
 	if name == "" {
 		name = "cpu-only"
 	}
 	if s.Policy, err = planner.LoadPolicy(name); err != nil {
+		return nil, err
+	}
+	if s.Policy.CoreMLUnits != "" {
+		o.CoreMLUnits = s.Policy.CoreMLUnits
+	}
+	if s.Devices, s.Missing, s.Hardware, err = Devices(o); err != nil {
 		return nil, err
 	}
 	if o.PerOp {

@@ -257,8 +257,11 @@ func (d *Device) buf(b devices.Buffer) (*Buffer, error) {
 }
 
 func init() {
-	devices.Register(devices.Backend{Kind: "coreml", Open: func(devices.Options) ([]devices.Device, error) {
+	devices.Register(devices.Backend{Kind: "coreml", Open: func(o devices.Options) ([]devices.Device, error) {
 		units, err := unitsFromEnv()
+		if o.CoreMLUnits != "" { // a policy's coreml_units
+			units, err = ParseComputeUnits(o.CoreMLUnits)
+		}
 		if err != nil {
 			return nil, err
 		}
