@@ -102,10 +102,11 @@ func (d *Device) View(b devices.Buffer, n int) (devices.Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n < 0 || n > len(cb.F) {
-		return nil, fmt.Errorf("coreml: view of %d elements of a buffer of %d", n, len(cb.F))
+	f, err := devices.HostView("coreml", cb.F, n)
+	if err != nil {
+		return nil, err
 	}
-	return &Buffer{F: cb.F[:n:n]}, nil
+	return &Buffer{F: f}, nil
 }
 
 // Write implements devices.Device.
@@ -114,11 +115,7 @@ func (d *Device) Write(dst devices.Buffer, src []float32) error {
 	if err != nil {
 		return err
 	}
-	if len(src) > len(b.F) {
-		return fmt.Errorf("coreml: write of %d elements into a buffer of %d", len(src), len(b.F))
-	}
-	copy(b.F, src)
-	return nil
+	return devices.HostWrite("coreml", b.F, src)
 }
 
 // Read implements devices.Device.
@@ -127,11 +124,7 @@ func (d *Device) Read(dst []float32, src devices.Buffer) error {
 	if err != nil {
 		return err
 	}
-	if len(dst) > len(b.F) {
-		return fmt.Errorf("coreml: read of %d elements from a buffer of %d", len(dst), len(b.F))
-	}
-	copy(dst, b.F)
-	return nil
+	return devices.HostRead("coreml", dst, b.F)
 }
 
 // Run implements devices.Device: it finds or makes the compiled model of op

@@ -135,10 +135,11 @@ func (d *Device) View(b devices.Buffer, n int) (devices.Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n < 0 || n > len(cb.F) {
-		return nil, fmt.Errorf("cpu: view of %d elements of a buffer of %d", n, len(cb.F))
+	f, err := devices.HostView(d.name, cb.F, n)
+	if err != nil {
+		return nil, err
 	}
-	return &Buffer{F: cb.F[:n:n]}, nil
+	return &Buffer{F: f}, nil
 }
 
 // Write implements devices.Device.
@@ -147,11 +148,7 @@ func (d *Device) Write(dst devices.Buffer, src []float32) error {
 	if err != nil {
 		return err
 	}
-	if len(src) > len(b.F) {
-		return fmt.Errorf("cpu: write of %d elements into a buffer of %d", len(src), len(b.F))
-	}
-	copy(b.F, src)
-	return nil
+	return devices.HostWrite(d.name, b.F, src)
 }
 
 // Read implements devices.Device.
@@ -160,11 +157,7 @@ func (d *Device) Read(dst []float32, src devices.Buffer) error {
 	if err != nil {
 		return err
 	}
-	if len(dst) > len(b.F) {
-		return fmt.Errorf("cpu: read of %d elements from a buffer of %d", len(dst), len(b.F))
-	}
-	copy(dst, b.F)
-	return nil
+	return devices.HostRead(d.name, dst, b.F)
 }
 
 // Sync implements devices.Device; CPU ops finish before Run returns.
