@@ -53,7 +53,6 @@ const (
 // unit is one launch group of a batch: ops[0:n] of the queue, run as kind.
 type unit struct {
 	kind fusion
-	norm bool // fuseMV, fuseSiLU, fuseAdd: ops[0] is the RMSNorm
 	ops  []pending
 }
 
@@ -112,14 +111,14 @@ func (d *Device) match(q []pending) unit {
 	if len(mm) == 0 {
 		return one
 	}
-	u := unit{kind: fuseMV, norm: norm, ops: q[:i]}
+	u := unit{kind: fuseMV, ops: q[:i]}
 	switch {
 	case len(mm) == 2 && i < len(q) && q[i].op.Kind == ops.SiLUMul && q[i].n == 2 &&
 		same(q[i].ins[0], mm[0].out) && same(q[i].ins[1], mm[1].out) && mm[0].w.w.Rows == mm[1].w.w.Rows && q[i].out.n == mm[0].w.w.Rows:
-		u = unit{kind: fuseSiLU, norm: norm, ops: q[:i+1]}
+		u = unit{kind: fuseSiLU, ops: q[:i+1]}
 	case len(mm) == 1 && i < len(q) && q[i].op.Kind == ops.Add && q[i].n == 2 && q[i].out.n == mm[0].w.w.Rows &&
 		(same(q[i].ins[1], mm[0].out) && q[i].ins[0].n == mm[0].w.w.Rows || same(q[i].ins[0], mm[0].out) && q[i].ins[1].n == mm[0].w.w.Rows):
-		u = unit{kind: fuseAdd, norm: norm, ops: q[:i+1]}
+		u = unit{kind: fuseAdd, ops: q[:i+1]}
 	}
 	if !disjoint(u) {
 		return one
@@ -222,7 +221,7 @@ func (d *Device) runMV(u unit) error {
 	var x, nout *Buffer
 	var nw uintptr
 	var eps float32
-	if u.norm {
+	if q[0].op.Kind == ops.RMSNorm { // the mat-vecs read its output
 		x, nout, nw, eps = q[0].ins[0], q[0].out, uintptr(q[0].w.ptr), q[0].op.Eps
 		q = q[1:]
 	}
