@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 
+	"hybrid/models/quant"
 	"hybrid/ops"
 )
 
@@ -28,9 +29,20 @@ import (
 
 var noFuse = os.Getenv("HYBRID_CUDA_FUSE") == "0"
 
-// maxFuseCols bounds the row a fused mat-vec stages in shared memory (48 KiB,
-// the most a launch gets without opting in).
-const maxFuseCols = 12288
+// maxStage is the most shared memory a mat-vec block stages its input row in
+// (48 KiB, the most a launch gets without opting in).
+const maxStage = 48 << 10
+
+// stageBytes is the shared memory the mat-vec kernel (kernels/fused.cu)
+// stages a row of cols in for weights of type t: the row quantized to 8 bits
+// with its block scales and sums for the block types (xqBytes in
+// kernels/q8.cuh), f32 for the float types.
+func stageBytes(t quant.Type, cols int) int {
+	if chunk(t) == 32 {
+		return (cols + 12*(cols/32) + 15) &^ 15
+	}
+	return 4 * cols
+}
 
 // fusion is how a unit is launched.
 type fusion uint8
@@ -87,7 +99,7 @@ func (d *Device) match(q []pending) unit {
 	i := 0
 	var x *Buffer
 	if norm {
-		if q[0].w == nil || q[0].n != 1 || q[0].ins[0].n != q[0].w.w.Cols || q[0].w.w.Cols > maxFuseCols {
+		if q[0].w == nil || q[0].n != 1 || q[0].ins[0].n != q[0].w.w.Cols {
 			return one
 		}
 		i, x = 1, q[0].out
@@ -129,7 +141,7 @@ func (d *Device) match(q []pending) unit {
 // fusable reports whether a decode mat-vec can run in the fused kernel.
 func fusable(p pending) bool {
 	w := p.w
-	return w != nil && w.w.Cols <= maxFuseCols && w.w.Cols%8 == 0 && p.ins[0].n == w.w.Cols && p.out.n >= w.w.Rows
+	return w != nil && stageBytes(w.typ, w.w.Cols) <= maxStage && w.w.Cols%8 == 0 && p.ins[0].n == w.w.Cols && p.out.n >= w.w.Rows
 }
 
 // matchRope matches RoPE(q) RoPE(k) Attention(q, k, v) of one token.
@@ -242,14 +254,32 @@ func (d *Device) runMV(u unit) error {
 	if x == nil {
 		x = q[0].ins[0]
 	}
-	w0 := q[0].w
+	var ws [3]mvWeight
+	for j, p := range q {
+		ws[j] = mvWeight{p.w, p.out}
+	}
+	return d.launchMV(x, nw, nout, eps, ws[:len(q)], mode, res, sum)
+}
+
+// mvWeight is one weight of a mat-vec launch and the buffer of its product.
+type mvWeight struct {
+	w *weight
+	y *Buffer
+}
+
+// launchMV launches the mat-vec kernel of kernels/fused.cu: x (normalised
+// with nw and eps into nout first, if nw is set) times up to three weights of
+// one type and row length, each into its y, with mode's SiLU·mul or residual
+// add into sum. With one weight, no norm and mvPlain it is the decode step's
+// plain mat-vec, so fused and unfused decode compute alike.
+func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws []mvWeight, mode int, res, sum *Buffer) error {
+	w0 := ws[0].w
 	cols := w0.w.Cols
-	var ws [3]uintptr
-	var ys [3]uintptr
+	var wp, yp [3]uintptr
 	var rows [3]int
 	total := 0
-	for j, p := range q {
-		ws[j], ys[j], rows[j] = uintptr(p.w.ptr), uintptr(p.out.ptr), p.w.w.Rows
+	for j, m := range ws {
+		wp[j], yp[j], rows[j] = uintptr(m.w.ptr), uintptr(m.y.ptr), m.w.w.Rows
 		total += rows[j]
 	}
 	if mode == mvSiLU {
@@ -262,11 +292,11 @@ func (d *Device) runMV(u unit) error {
 		return uintptr(b.ptr)
 	}
 	a := d.args().ptr(uintptr(x.ptr)).ptr(nw).ptr(ptr(nout)).f32(eps).i32(cols).
-		ptr(ws[0]).ptr(ws[1]).ptr(ws[2]).i64(int64(w0.rowBytes)).
-		ptr(ys[0]).ptr(ys[1]).ptr(ys[2]).i32(rows[0]).i32(rows[1]).i32(rows[2]).
+		ptr(wp[0]).ptr(wp[1]).ptr(wp[2]).i64(int64(w0.rowBytes)).
+		ptr(yp[0]).ptr(yp[1]).ptr(yp[2]).i32(rows[0]).i32(rows[1]).i32(rows[2]).
 		i32(mode).ptr(ptr(res)).ptr(ptr(sum))
 	const warps = 8 // MV_THREADS / 32
-	return launchShared(d.k.byType[w0.typ].mv, (total+warps-1)/warps, 1, 32*warps, 4*cols, a)
+	return launchShared(d.k.byType[w0.typ].mv, (total+warps-1)/warps, 1, 32*warps, stageBytes(w0.typ, cols), a)
 }
 
 // runRope launches RoPE of q and k with the cache append, then attention.

@@ -251,6 +251,11 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 		tk := d.k.byType[w.typ]
 		a := d.args().ptr(uintptr(w.ptr)).i64(int64(w.rowBytes)).ptr(uintptr(in[0].ptr)).ptr(uintptr(out.ptr)).i32(rows).i32(cols).i32(n)
 		const warps = 4 // rows per block
+		if n == 1 && chunk(w.typ) == 32 && stageBytes(w.typ, cols) <= maxStage {
+			// Block types on 8-bit activations, as the fused decode
+			// kernels compute them (kernels/q8.cuh).
+			return d.launchMV(in[0], 0, nil, 0, []mvWeight{{w, out}}, mvPlain, nil, nil)
+		}
 		if n == 1 {
 			return launch(tk.matvec, (rows+warps-1)/warps, 1, 32*warps, a)
 		}

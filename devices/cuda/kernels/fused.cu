@@ -4,6 +4,7 @@
 // write is still written (a fused launch is invisible to the plan), and each
 // kernel computes exactly what the single-op kernels compute (common.cuh).
 #include "common.cuh"
+#include "q8.cuh"
 
 #define MV_THREADS 256 // 8 warps, one weight row each; block_rms_scale needs 256
 #define MV_PLAIN 0     // up to three weights' rows, one after another
@@ -14,20 +15,21 @@
 // type and one row length rb (r0, r1, r2 rows; Y0..Y2 get the products). If
 // nw is set, x is first RMS-normalised with weight nw and eps, and block 0
 // also writes the normalised row to nout (the RMSNorm op's output). x, or its
-// normalised form, is staged in shared memory (cols floats) for the block's
-// eight warps. mode adds the SiLU·mul or residual add to the writing of each
-// row (see MV_*).
+// normalised form, is staged in shared memory for the block's eight warps:
+// quantized to 8 bits for the block types (xqBytes(cols), q8.cuh), as f32
+// for the float types (4·cols bytes). mode adds the SiLU·mul or residual add
+// to the writing of each row (see MV_*). This is also the device's decode
+// mat-vec when nothing is fused (one weight, no norm, MV_PLAIN).
 template <int T>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
                                    const float *res, float *S) {
 	extern __shared__ float4 smem[];
-	float *xs = (float *)smem;
 	__shared__ float part[32];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	// This warp's weight row(s), found first so that their bytes are on
 	// their way from memory while the block normalises and stages x.
-	int row = blockIdx.x * (MV_THREADS / 32) + warp, nc = cols / 8; // fused only where cols is whole pieces
+	int row = blockIdx.x * (MV_THREADS / 32) + warp;
 	const uint8_t *W = 0, *U = 0;
 	float *Y = Y0;
 	if (mode == MV_SILU) {
@@ -43,29 +45,49 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		asm volatile("prefetch.global.L2 [%0];" ::"l"(W + o));
 		if (U) asm volatile("prefetch.global.L2 [%0];" ::"l"(U + o));
 	}
-	if (nw) {
-		float scale = block_rms_scale(x, cols, eps, part);
-		for (int i = threadIdx.x; i < cols; i += blockDim.x) {
-			float v = rms_apply(x[i], scale, nw[i]);
-			xs[i] = v;
-			if (blockIdx.x == 0) nout[i] = v;
-		}
+	float scale = nw ? block_rms_scale(x, cols, eps, part) : 0;
+	// val(i) is element i of the mat-vecs' input: x, or x normalised (the
+	// RMSNorm op's output, which block 0 also writes).
+	auto val = [&](int i) {
+		if (!nw) return x[i];
+		float v = rms_apply(x[i], scale, nw[i]);
+		if (blockIdx.x == 0) nout[i] = v;
+		return v;
+	};
+	float y[2];
+	if (D8<T>::block) {
+		// Block types: x quantized to 8 bits as the CPU device does (q8.cuh).
+		XQ xq = xq_at((uint8_t *)smem, cols);
+		if (D8<T>::block == 32)
+			quant32(val, cols, xq, D8<T>::q81);
+		else
+			quant256(val, cols, xq);
+		__syncthreads();
+		if (!W) return;
+		const uint8_t *rs[2] = {W, U};
+		int nb = cols / (D8<T>::block ? D8<T>::block : 1);
+		if (mode == MV_SILU)
+			row_dotq<T, 2>(rs, xq, nb, lane, y);
+		else
+			row_dotq<T, 1>(rs, xq, nb, lane, y);
 	} else {
-		for (int i = threadIdx.x; i < cols; i += blockDim.x) xs[i] = x[i];
+		// Float types: x staged as f32.
+		float *xs = (float *)smem;
+		for (int i = threadIdx.x; i < cols; i += blockDim.x) xs[i] = val(i);
+		__syncthreads();
+		if (!W) return;
+		if (mode == MV_SILU)
+			row_dot2<T>(W, U, xs, cols / 8, lane, y[0], y[1]);
+		else
+			y[0] = row_dot<T>(W, xs, cols, lane);
 	}
-	__syncthreads();
-	if (!W) return;
+	if (lane != 0) return;
 	if (mode == MV_SILU) {
-		float g, u;
-		row_dot2<T>(W, U, xs, nc, lane, g, u);
-		if (lane == 0) Y0[row] = g, Y1[row] = u, S[row] = silu_of(g, u);
+		Y0[row] = y[0], Y1[row] = y[1], S[row] = silu_of(y[0], y[1]);
 		return;
 	}
-	float y = row_dot<T>(W, xs, cols, lane);
-	if (lane == 0) {
-		Y[row] = y;
-		if (mode == MV_ADD) S[row] = res[row] + y;
-	}
+	Y[row] = y[0];
+	if (mode == MV_ADD) S[row] = res[row] + y[0];
 }
 
 #define MV(id, name)                                                                                                                     \

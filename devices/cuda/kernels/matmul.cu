@@ -5,7 +5,9 @@
 // Layout: one warp per weight row, four warps per block; lane l decodes
 // pieces l, l+32, … (8 weights each) of the row in registers (quant.cuh), so
 // a warp reads consecutive bytes of its row, and dots each piece with NT activation rows
-// at once (NT = 1: mat-vec for decode; NT = 8: a simple batched version that
+// at once (NT = 1: mat-vec for decode of the float types, and of block types
+// whose row is too long to stage, the others decoding on 8-bit activations in
+// fused.cu; NT = 8: a simple batched version that
 // reads the weights once per 8 tokens). Bound: memory for NT = 1 (weights
 // read once); the batched version re-reads weights from L2 per 8 tokens and
 // is far from the FLOP rate of tensor cores.

@@ -1,0 +1,388 @@
+// q8.cuh: the decode mat-vec of the block types on 8-bit activations, as the
+// CPU device (devices/cpu/kernels) and llama.cpp compute it: the activation
+// row is quantized in shared memory to 8-bit blocks (of 32 for the 32-element
+// block types, ggml's Q8_0 / Q8_1; of 256 for the K-quants, ggml's Q8_K),
+// each weight block's dot product is an exact integer sum made with dp4a
+// (four 8-bit products per instruction), and only the per-block scaling is
+// floating point, with the CPU's roundings in the CPU's order. The result
+// differs from the CPU device's only in the order the per-block terms of a
+// row are added. Against decoding weights to f32 this reads 4× fewer
+// activation bytes and spends about a fifth of the instructions per weight,
+// which is what keeps a batch-1 mat-vec bound by memory rather than by the
+// arithmetic of decoding.
+#pragma once
+#include "quant.cuh"
+
+#define FULL 0xffffffffu
+#define NIB 0x0f0f0f0fu
+
+// XQ is an activation row quantized in shared memory: q (cols bytes), then
+// per block d (the scale the dot products use), and for blocks of 32 s (the
+// Q8_1 sum, for Q4_1 and Q5_1) and sum (Σq, for the offsets of Q4_0 and
+// Q5_0); for blocks of 256 bs (Σq of each 16) in place of s and sum.
+struct XQ {
+	int8_t *q;
+	float *d, *s;
+	int *sum;
+	short *bs;
+};
+
+// xqBytes is the shared memory an XQ of cols takes (xq_stage in launch_cuda.go).
+__host__ __device__ constexpr int xqBytes(int cols) { return cols + 12 * (cols / 32); }
+
+__device__ __forceinline__ XQ xq_at(uint8_t *p, int cols) {
+	XQ x;
+	int nb = cols / 32;
+	x.q = (int8_t *)p;
+	x.d = (float *)(p + cols);
+	x.s = x.d + nb;
+	x.sum = (int *)(x.s + nb);
+	x.bs = (short *)x.s;
+	return x;
+}
+
+__device__ __forceinline__ float f16r(float v) { return __half2float(__float2half_rn(v)); }
+
+// quant32 quantizes val(0..cols) into x in blocks of 32 as the CPU's
+// quantize32 does: d = max|v|/127 kept as binary16, q = v·(127/max|v|)
+// rounded to nearest even; s is d·Σq rounded to binary16 (Q8_1, with q81) or
+// the kept d times Σq. Each thread takes 8 consecutive elements, four
+// threads a block, so that a row of 2048 is one pass of a block of 256.
+template <class V>
+__device__ __forceinline__ void quant32(const V &val, int cols, XQ x, bool q81) {
+	for (int c = threadIdx.x; c < cols / 8; c += blockDim.x) { // cols/8 is a multiple of 4: whole warps' groups stay together
+		int e = 8 * c;
+		float v[8], amax = 0;
+#pragma unroll
+		for (int k = 0; k < 8; k++) v[k] = val(e + k), amax = fmaxf(amax, fabsf(v[k]));
+		amax = fmaxf(amax, __shfl_xor_sync(__activemask(), amax, 1));
+		amax = fmaxf(amax, __shfl_xor_sync(__activemask(), amax, 2));
+		float id = amax != 0 ? 127.0f / amax : 0.0f;
+		uint32_t w[2] = {0, 0};
+		int sum = 0;
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			int q = __float2int_rn(__fmul_rn(v[k], id));
+			w[k >> 2] |= (uint32_t)(q & 0xff) << (8 * (k & 3));
+			sum += q;
+		}
+		*(uint2 *)(x.q + e) = make_uint2(w[0], w[1]);
+		sum += __shfl_xor_sync(__activemask(), sum, 1);
+		sum += __shfl_xor_sync(__activemask(), sum, 2);
+		if ((c & 3) == 0) {
+			int b = c >> 2;
+			float d = amax / 127.0f, dr = f16r(d);
+			x.d[b] = dr;
+			x.s[b] = q81 ? f16r(__fmul_rn(d, (float)sum)) : __fmul_rn(dr, (float)sum);
+			x.sum[b] = sum;
+		}
+	}
+}
+
+// quant256 quantizes val(0..cols) into x in blocks of 256 as the CPU's
+// quantize256 (ggml's quantize_row_q8_K) does: the value of largest
+// magnitude (the first, on a tie) sets iscale = -127/max, q =
+// min(127, iscale·v rounded to nearest even), d = 1/iscale, and bs holds the
+// sum of every 16 q. One warp per block, lane l taking elements 8l..8l+7.
+template <class V>
+__device__ __forceinline__ void quant256(const V &val, int cols, XQ x) {
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+	for (int b = warp; b < cols / 256; b += nw) {
+		int e = 256 * b + 8 * lane;
+		float v[8], amax = 0, mx = 0;
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			v[k] = val(e + k);
+			float a = fabsf(v[k]);
+			if (a > amax) amax = a, mx = v[k];
+		}
+		int src = lane;
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+			float oa = __shfl_xor_sync(FULL, amax, o), om = __shfl_xor_sync(FULL, mx, o);
+			int os = __shfl_xor_sync(FULL, src, o);
+			if (oa > amax || (oa == amax && os < src)) amax = oa, mx = om, src = os;
+		}
+		float iscale = amax != 0 ? -127.0f / mx : 0.0f;
+		uint32_t w[2] = {0, 0};
+		int s = 0;
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			int q = amax != 0 ? min(127, __float2int_rn(__fmul_rn(iscale, v[k]))) : 0;
+			w[k >> 2] |= (uint32_t)(q & 0xff) << (8 * (k & 3));
+			s += q;
+		}
+		*(uint2 *)(x.q + e) = make_uint2(w[0], w[1]);
+		s += __shfl_xor_sync(FULL, s, 1);
+		if ((lane & 1) == 0) x.bs[16 * b + (lane >> 1)] = (short)s;
+		if (lane == 0) x.d[b] = amax != 0 ? 1.0f / iscale : 0.0f;
+	}
+}
+
+__device__ __forceinline__ uint32_t w16x2(const uint8_t *p) { return u16(p) | u16(p + 2) << 16; }
+__device__ __forceinline__ int xint(const XQ &x, int e) { return *(const int *)(x.q + e); }
+// bit4 spreads bits 0..3 of n to bit 4 of bytes 0..3.
+__device__ __forceinline__ uint32_t bit4(uint32_t n) { return ((n & 15) * 0x00204081u & 0x01010101u) << 4; }
+__device__ __forceinline__ float fmd(float a, float b, float c) { return __fmul_rn(__fmul_rn(a, b), c); }
+
+// D8<T> is weight type T on 8-bit activations: block elements, lanes per
+// block (TPB), part (lane k's integer dot and offset terms of block b), and
+// fin (the block's float term from the block's whole integer sums, as the CPU
+// computes it).
+template <int T> struct D8 { // not a block type: the f32 path, never called
+	static const int block = 0, TPB = 1, bytes = 0;
+	static const bool q81 = false, hasOff = false;
+	static __device__ __forceinline__ void part(const uint8_t *, int, const XQ &, int, int &dot, int &off) { dot = 0, off = 0; }
+	static __device__ __forceinline__ float fin(const uint8_t *, const XQ &, int, int, int) { return 0; }
+};
+
+// Q4_0: each lane takes whole blocks (Q40_TPB 1), or lane k of two takes
+// bytes 8k..8k+7: elements 8k.. (low nibbles) and 16+8k.. (high).
+// Σ(q-8)x is Σqx - 8Σx, the offset added once per block.
+#ifndef Q40_TPB
+#define Q40_TPB 1
+#endif
+template <> struct D8<T_Q4_0> {
+	static const int block = 32, TPB = Q40_TPB, bytes = 18;
+	static const bool q81 = false, hasOff = false;
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+		const int n = 4 / TPB; // words of 4 nibble bytes per lane
+		int e = 32 * b + 4 * n * k;
+		dot = 0;
+#pragma unroll
+		for (int i = 0; i < n; i++) {
+			uint32_t v = w16x2(blk + 2 + 4 * (n * k + i));
+			dot = __dp4a((int)(v & NIB), xint(x, e + 4 * i), dot);
+			dot = __dp4a((int)(v >> 4 & NIB), xint(x, e + 16 + 4 * i), dot);
+		}
+		if (k == 0) dot -= 8 * x.sum[b];
+		off = 0;
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int) { return fmd(f16(blk), x.d[b], (float)dot); }
+};
+
+// Q4_1: as Q4_0 without the offset; the minimum m meets the Q8_1 sum.
+template <> struct D8<T_Q4_1> {
+	static const int block = 32, TPB = 2, bytes = 20;
+	static const bool q81 = true, hasOff = false;
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+		uint32_t v0 = u32(blk + 4 + 8 * k), v1 = u32(blk + 8 + 8 * k);
+		int e = 32 * b + 8 * k;
+		dot = __dp4a((int)(v0 & NIB), xint(x, e), 0);
+		dot = __dp4a((int)(v1 & NIB), xint(x, e + 4), dot);
+		dot = __dp4a((int)(v0 >> 4 & NIB), xint(x, e + 16), dot);
+		dot = __dp4a((int)(v1 >> 4 & NIB), xint(x, e + 20), dot);
+		off = 0;
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int) {
+		return __fadd_rn(fmd(f16(blk), x.d[b], (float)dot), __fmul_rn(f16(blk + 2), x.s[b]));
+	}
+};
+
+// Q5_0: nibbles as Q4_0, fifth bits from qh (bit j: element j); Σ(q-16)x.
+template <> struct D8<T_Q5_0> {
+	static const int block = 32, TPB = 2, bytes = 22;
+	static const bool q81 = false, hasOff = false;
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+		uint32_t qh = w16x2(blk + 2) >> 8 * k, v0 = w16x2(blk + 6 + 8 * k), v1 = w16x2(blk + 10 + 8 * k);
+		int e = 32 * b + 8 * k;
+		dot = __dp4a((int)((v0 & NIB) | bit4(qh)), xint(x, e), 0);
+		dot = __dp4a((int)((v1 & NIB) | bit4(qh >> 4)), xint(x, e + 4), dot);
+		dot = __dp4a((int)((v0 >> 4 & NIB) | bit4(qh >> 16)), xint(x, e + 16), dot);
+		dot = __dp4a((int)((v1 >> 4 & NIB) | bit4(qh >> 20)), xint(x, e + 20), dot);
+		if (k == 0) dot -= 16 * x.sum[b];
+		off = 0;
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int) { return fmd(f16(blk), x.d[b], (float)dot); }
+};
+
+// Q5_1: as Q5_0 without the offset, with Q4_1's minimum.
+template <> struct D8<T_Q5_1> {
+	static const int block = 32, TPB = 2, bytes = 24;
+	static const bool q81 = true, hasOff = false;
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+		uint32_t qh = u32(blk + 4) >> 8 * k, v0 = u32(blk + 8 + 8 * k), v1 = u32(blk + 12 + 8 * k);
+		int e = 32 * b + 8 * k;
+		dot = __dp4a((int)((v0 & NIB) | bit4(qh)), xint(x, e), 0);
+		dot = __dp4a((int)((v1 & NIB) | bit4(qh >> 4)), xint(x, e + 4), dot);
+		dot = __dp4a((int)((v0 >> 4 & NIB) | bit4(qh >> 16)), xint(x, e + 16), dot);
+		dot = __dp4a((int)((v1 >> 4 & NIB) | bit4(qh >> 20)), xint(x, e + 20), dot);
+		off = 0;
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int) {
+		return __fadd_rn(fmd(f16(blk), x.d[b], (float)dot), __fmul_rn(f16(blk + 2), x.s[b]));
+	}
+};
+
+// Q8_0: lane k of TPB takes quants 32k/TPB.. (Q80_TPB: 1, 2 or 4).
+#ifndef Q80_TPB
+#define Q80_TPB 2
+#endif
+template <> struct D8<T_Q8_0> {
+	static const int block = 32, TPB = Q80_TPB, bytes = 34;
+	static const bool q81 = false, hasOff = false;
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+		const int n = 8 / TPB; // words of 4 quants per lane
+		const uint8_t *q = blk + 2 + 4 * n * k;
+		int e = 32 * b + 4 * n * k;
+		dot = 0;
+#pragma unroll
+		for (int i = 0; i < n; i++) dot = __dp4a((int)w16x2(q + 4 * i), xint(x, e + 4 * i), dot);
+		off = 0;
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int) { return fmd(f16(blk), x.d[b], (float)dot); }
+};
+
+// scales4 returns byte n (0..11) of a K-quant's packed scales s0, s1, s2.
+__device__ __forceinline__ int scaleByte(uint32_t s0, uint32_t s1, uint32_t s2, int n) {
+	uint32_t w = n < 4 ? s0 : n < 8 ? s1 : s2;
+	return (w >> 8 * (n & 3)) & 0xff;
+}
+
+// scaleMinK4w is scaleMinK4 on the scales held as three words.
+__device__ __forceinline__ void scaleMinK4w(int j, uint32_t s0, uint32_t s1, uint32_t s2, int &sc, int &m) {
+	if (j < 4) {
+		sc = scaleByte(s0, s1, s2, j) & 63, m = scaleByte(s0, s1, s2, j + 4) & 63;
+	} else {
+		sc = (scaleByte(s0, s1, s2, j + 4) & 15) | (scaleByte(s0, s1, s2, j - 4) >> 6) << 4;
+		m = (scaleByte(s0, s1, s2, j + 4) >> 4) | (scaleByte(s0, s1, s2, j) >> 6) << 4;
+	}
+}
+
+// Q4_K and Q5_K: lane k takes sub-blocks 2k (low nibbles of qs[32k..]) and
+// 2k+1 (high nibbles); dot is Σ sc·Σqx and off Σ m·Σx (the activations' sums
+// of 16) over them.
+template <int T>
+__device__ __forceinline__ void partK(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+	const bool five = T == T_Q5_K;
+	const uint4 *qp = (const uint4 *)(blk + (five ? 48 : 16) + 32 * k);
+	uint4 a = qp[0], c = qp[1];
+	uint32_t w[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w}, h[8];
+	if (five) {
+		const uint4 *hp = (const uint4 *)(blk + 16);
+		uint4 ha = hp[0], hc = hp[1];
+		h[0] = ha.x, h[1] = ha.y, h[2] = ha.z, h[3] = ha.w, h[4] = hc.x, h[5] = hc.y, h[6] = hc.z, h[7] = hc.w;
+	}
+	const int4 *xp = (const int4 *)(x.q + 256 * b + 64 * k);
+	int xs[16];
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		int4 v = xp[i];
+		xs[4 * i] = v.x, xs[4 * i + 1] = v.y, xs[4 * i + 2] = v.z, xs[4 * i + 3] = v.w;
+	}
+	int p0 = 0, p1 = 0;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		uint32_t lo = w[i] & NIB, hi = w[i] >> 4 & NIB;
+		if (five) {
+			lo |= (h[i] >> (2 * k) & 0x01010101u) << 4;
+			hi |= (h[i] >> (2 * k + 1) & 0x01010101u) << 4;
+		}
+		p0 = __dp4a((int)lo, xs[i], p0);
+		p1 = __dp4a((int)hi, xs[8 + i], p1);
+	}
+	uint32_t s0 = u32(blk + 4), s1 = u32(blk + 8), s2 = u32(blk + 12);
+	int sc0, m0, sc1, m1;
+	scaleMinK4w(2 * k, s0, s1, s2, sc0, m0);
+	scaleMinK4w(2 * k + 1, s0, s1, s2, sc1, m1);
+	const short *bs = x.bs + 16 * b + 4 * k;
+	dot = sc0 * p0 + sc1 * p1;
+	off = m0 * (bs[0] + bs[1]) + m1 * (bs[2] + bs[3]);
+}
+
+__device__ __forceinline__ float finK(const uint8_t *blk, const XQ &x, int b, int dot, int off) {
+	return __fmul_rn(x.d[b], __fsub_rn(__fmul_rn(f16(blk), (float)dot), __fmul_rn(f16(blk + 2), (float)off)));
+}
+
+template <> struct D8<T_Q4_K> {
+	static const int block = 256, TPB = 4, bytes = 144;
+	static const bool q81 = false, hasOff = true;
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+		partK<T_Q4_K>(blk, k, x, b, dot, off);
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int off) { return finK(blk, x, b, dot, off); }
+};
+
+template <> struct D8<T_Q5_K> {
+	static const int block = 256, TPB = 4, bytes = 176;
+	static const bool q81 = false, hasOff = true;
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+		partK<T_Q5_K>(blk, k, x, b, dot, off);
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int off) { return finK(blk, x, b, dot, off); }
+};
+
+// Q6_K: lane k takes half hf = k/2 and the 32 ql bytes of quarter κ = k%2,
+// whose low nibbles are chunk κ and high nibbles chunk κ+2 of the half, with
+// the qh bits 2κ and 2κ+4 of the half's 32 qh bytes. dot is
+// Σ scale·(Σqx - 32·Σx) over the lane's four groups of 16.
+template <> struct D8<T_Q6_K> {
+	static const int block = 256, TPB = 4, bytes = 210;
+	static const bool q81 = false, hasOff = false;
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+		int hf = k >> 1, kk = k & 1;
+		const uint8_t *ql = blk + 64 * hf + 32 * kk, *qh = blk + 128 + 32 * hf;
+		const int e = 256 * b + 128 * hf;
+		int p[4] = {0, 0, 0, 0}; // chunk κ groups 0, 1; chunk κ+2 groups 0, 1
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			uint32_t l = w16x2(ql + 4 * i), g = w16x2(qh + 4 * i);
+			uint32_t q1 = (l & NIB) | (g >> (2 * kk) & 0x03030303u) << 4;
+			uint32_t q2 = (l >> 4 & NIB) | (g >> (2 * kk + 4) & 0x03030303u) << 4;
+			p[i >> 2] = __dp4a((int)q1, xint(x, e + 32 * kk + 4 * i), p[i >> 2]);
+			p[2 + (i >> 2)] = __dp4a((int)q2, xint(x, e + 32 * (kk + 2) + 4 * i), p[2 + (i >> 2)]);
+		}
+		uint32_t sa = u16(blk + 192 + 8 * hf + 2 * kk), sb = u16(blk + 192 + 8 * hf + 2 * kk + 4);
+		const short *bs = x.bs + 16 * b + 8 * hf + 2 * kk;
+		dot = (int)(int8_t)(sa & 0xff) * (p[0] - 32 * bs[0]) + (int)(int8_t)(sa >> 8) * (p[1] - 32 * bs[1]) +
+		      (int)(int8_t)(sb & 0xff) * (p[2] - 32 * bs[4]) + (int)(int8_t)(sb >> 8) * (p[3] - 32 * bs[5]);
+		off = 0;
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int) {
+		return fmd(x.d[b], f16(blk + 208), (float)dot);
+	}
+};
+
+// row_dotq is R rows' dot products with x over nb blocks for one warp: the
+// lanes take blocks in groups of TPB, sum each block's integer terms across
+// its group (exact), and the group's first lane adds the block's float term;
+// then the lanes reduce by butterfly. Every lane runs every iteration, so the
+// shuffles see the whole warp.
+template <int T, int R>
+__device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x, int nb, int lane, float *y) {
+	typedef D8<T> D;
+	const int per = 32 / D::TPB;
+	int k = lane % D::TPB, first = lane / D::TPB;
+	float acc[R];
+#pragma unroll
+	for (int r = 0; r < R; r++) acc[r] = 0;
+	int iters = (nb + per - 1) / per;
+#pragma unroll 4
+	for (int it = 0; it < iters; it++) {
+		int b = it * per + first;
+		bool ok = b < nb;
+		int dot[R], off[R];
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+			dot[r] = 0, off[r] = 0;
+			if (ok) D::part(rows[r] + (long long)b * D::bytes, k, x, b, dot[r], off[r]);
+		}
+#pragma unroll
+		for (int o = 1; o < D::TPB; o <<= 1)
+#pragma unroll
+			for (int r = 0; r < R; r++) {
+				dot[r] += __shfl_xor_sync(FULL, dot[r], o);
+				if (D::hasOff) off[r] += __shfl_xor_sync(FULL, off[r], o);
+			}
+		if (ok && k == 0)
+#pragma unroll
+			for (int r = 0; r < R; r++) acc[r] = __fadd_rn(acc[r], D::fin(rows[r] + (long long)b * D::bytes, x, b, dot[r], off[r]));
+	}
+#pragma unroll
+	for (int r = 0; r < R; r++) {
+		float s = acc[r];
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+		y[r] = s;
+	}
+}
