@@ -264,7 +264,9 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 		return nil
 	}
 	return d.do(func() error {
-		p, err := d.alloc(int64(len(data)))
+		// 16 bytes of slack: the mat-vec kernels read 2-byte aligned blocks
+		// with aligned 4-byte loads that may end past the last block.
+		p, err := d.alloc(int64(len(data)) + 16)
 		if err != nil {
 			return fmt.Errorf("cuda: weight %s: %w", w.Name, err)
 		}

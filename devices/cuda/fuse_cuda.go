@@ -39,7 +39,7 @@ const maxStage = 48 << 10
 // kernels/q8.cuh), f32 for the float types.
 func stageBytes(t quant.Type, cols int) int {
 	if chunk(t) == 32 {
-		return (cols + 12*(cols/32) + 15) &^ 15
+		return (cols + 16*((cols+255)/256) + 12*(cols/32) + 15) &^ 15
 	}
 	return 4 * cols
 }
