@@ -75,15 +75,7 @@ func (s *state) key() stateKey {
 // milliseconds. It returns ok=false if some op has no allowed device.
 func Solve(p *Problem) (assign []int, cost float64, ok bool) {
 	g := p.Graph
-	last := make([]int, len(g.Values))
-	for i := range last {
-		last[i] = -1
-	}
-	for _, op := range g.Ops {
-		for _, in := range op.In {
-			last[in] = op.ID
-		}
-	}
+	last := lastReaders(g)
 	frontier := map[stateKey]*state{{}: {}}
 	for _, op := range g.Ops {
 		next := map[stateKey]*state{}
@@ -101,27 +93,8 @@ func Solve(p *Problem) (assign []int, cost float64, ok bool) {
 				if p.Penalty != nil {
 					c += p.Penalty[d] * wbytes
 				}
-				live := append([]liveVal(nil), s.live...)
-				for _, in := range op.In {
-					for k := range live {
-						if live[k].v == in && live[k].mask&(1<<d) == 0 {
-							c += p.CopyTime(in, live[k].home, d)
-							live[k].mask |= 1 << d
-						}
-					}
-				}
-				// Drop the values this op reads last; add its output unless
-				// nothing reads it.
-				kept := live[:0]
-				for _, l := range live {
-					if last[l.v] != op.ID {
-						kept = append(kept, l)
-					}
-				}
-				if last[op.Out] > op.ID {
-					kept = append(kept, liveVal{v: op.Out, home: d, mask: 1 << d})
-				}
-				sort.Slice(kept, func(a, b int) bool { return kept[a].v < kept[b].v })
+				kept, copies := p.advance(s.live, op, d, last)
+				c += copies
 				ns := &state{live: kept, cost: c, prev: s, dev: d}
 				k := ns.key()
 				if old, dup := next[k]; !dup || c < old.cost {
@@ -145,6 +118,49 @@ func Solve(p *Problem) (assign []int, cost float64, ok bool) {
 		assign[i] = s.dev
 	}
 	return assign, best.cost, true
+}
+
+// advance is the solver's state after op runs on device d, given the live
+// values before it and, for each value, the op that reads it last: the copies
+// of its inputs to d (and their time), less the values it reads last, plus its
+// output unless nothing reads it.
+func (p *Problem) advance(live []liveVal, op *ops.Op, d int, last []int) ([]liveVal, float64) {
+	var c float64
+	live = append([]liveVal(nil), live...)
+	for _, in := range op.In {
+		for k := range live {
+			if live[k].v == in && live[k].mask&(1<<d) == 0 {
+				c += p.CopyTime(in, live[k].home, d)
+				live[k].mask |= 1 << d
+			}
+		}
+	}
+	kept := live[:0]
+	for _, l := range live {
+		if last[l.v] != op.ID {
+			kept = append(kept, l)
+		}
+	}
+	if last[op.Out] > op.ID {
+		kept = append(kept, liveVal{v: op.Out, home: d, mask: 1 << d})
+	}
+	sort.Slice(kept, func(a, b int) bool { return kept[a].v < kept[b].v })
+	return kept, c
+}
+
+// lastReaders returns, for each value of g, the id of the last op that reads
+// it, or -1.
+func lastReaders(g *ops.Graph) []int {
+	last := make([]int, len(g.Values))
+	for i := range last {
+		last[i] = -1
+	}
+	for _, op := range g.Ops {
+		for _, in := range op.In {
+			last[in] = op.ID
+		}
+	}
+	return last
 }
 
 // Evaluate is the cost of a given assignment under the problem's model, with

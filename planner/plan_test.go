@@ -298,15 +298,30 @@ func TestMemoryCapSplitsTheModel(t *testing.T) {
 // is predicted no slower than every fixed layer split a user could write by
 // hand under the same cap: the first or the last k blocks on the GPU, the
 // embedding and output head on the GPU or not (llama.cpp's -ngl puts the head
-// there only past the last block), everything else on the host.
-func checkBeatsFixedSplits(t *testing.T, g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, p *Plan, gpu, host string, limit int64) {
+// there only past the last block), everything else on the host. It returns the
+// best fixed split that fits.
+func checkBeatsFixedSplits(t *testing.T, g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, p *Plan, gpu, host string, limit int64) *Plan {
 	t.Helper()
+	best := bestFixedSplit(t, g, cands, pol, c, gpu, host, limit)
+	if p.Memory[gpu] > limit {
+		t.Fatalf("auto holds %d bytes on %s, cap %d", p.Memory[gpu], gpu, limit)
+	}
+	if p.Predicted > best.Predicted {
+		t.Fatalf("auto under the cap predicts %v, the best fixed split (%s) %v", p.Predicted, best.Policy, best.Predicted)
+	}
+	t.Logf("capped: auto %v %v, best fixed split %s %v", p.Predicted, p.Placement(), best.Policy, best.Predicted)
+	return best
+}
+
+// bestFixedSplit is the fastest of the fixed layer splits that
+// checkBeatsFixedSplits describes under the cap on gpu, named in its Policy.
+func bestFixedSplit(t *testing.T, g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, gpu, host string, limit int64) *Plan {
+	t.Helper()
+	var best *Plan
 	layers := 0
 	for _, op := range g.Ops {
 		layers = max(layers, op.Layer+1)
 	}
-	var bestHand time.Duration
-	bestName := ""
 	for k := 0; k <= layers; k++ {
 		for _, first := range []bool{true, false} {
 			for _, head := range []bool{true, false} {
@@ -322,22 +337,17 @@ func checkBeatsFixedSplits(t *testing.T, g *ops.Graph, cands []Candidate, pol *P
 				if err != nil || h.Memory[gpu] > limit {
 					continue // over the cap
 				}
-				if bestName == "" || h.Predicted < bestHand {
-					bestHand, bestName = h.Predicted, fmt.Sprintf("first=%v k=%d head=%v", first, k, head)
+				if best == nil || h.Predicted < best.Predicted {
+					h.Policy = fmt.Sprintf("first=%v k=%d head=%v", first, k, head)
+					best = h
 				}
 			}
 		}
 	}
-	if bestName == "" {
+	if best == nil {
 		t.Fatal("no fixed split fits")
 	}
-	if p.Memory[gpu] > limit {
-		t.Fatalf("auto holds %d bytes on %s, cap %d", p.Memory[gpu], gpu, limit)
-	}
-	if p.Predicted > bestHand {
-		t.Fatalf("auto under the cap predicts %v, the best fixed split (%s) %v", p.Predicted, bestName, bestHand)
-	}
-	t.Logf("capped: auto %v %v, best fixed split %s %v", p.Predicted, p.Placement(), bestName, bestHand)
+	return best
 }
 
 // TestPlanShowsPrecision checks that a plan reports each device's precision:
@@ -366,4 +376,30 @@ func TestPlanShowsPrecision(t *testing.T) {
 	if !strings.Contains(b.String(), "PRECISION") {
 		t.Fatalf("the device table has no precision column:\n%s", b.String())
 	}
+}
+
+// llama7bGraph is the decode graph of Llama-7B's shape (32 layers) in Q4_0.
+func llama7bGraph(t *testing.T) *ops.Graph {
+	t.Helper()
+	p, err := synth.LookupPreset("llama-7b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft, err := synth.LookupFileType("Q4_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := p.Config()
+	types := map[string]quant.Type{}
+	for _, w := range cfg.Weights() {
+		types[w.Name] = quant.F32
+		if w.Rows > 1 {
+			types[w.Name] = ft.TensorType(w.Name, -1, cfg.Layers, w.Cols)
+		}
+	}
+	g, err := llama.Build(cfg, types, 1, 0, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -186,19 +186,11 @@ func names(infos []devices.Info, a []int) []string {
 // solveWithin solves the problem under memory caps (0 = none). The exact
 // optimum is taken when it fits; otherwise a per-byte price on the weights of
 // each over-budget device is raised until the solution fits (Lagrangian
-// relaxation), and the best fitting plan seen, including every fitting
-// single-device plan, wins.
+// relaxation), llama.cpp-style splits of whole layers are tried, and the best
+// fitting plan seen, including every fitting single-device plan, wins; fill
+// then uses what that plan leaves free under the caps, where it pays.
 func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int64, infos []devices.Info) ([]int, error) {
-	fits := func(a []int) (bool, []int) {
-		mem := memory(a)
-		var over []int
-		for j, c := range caps {
-			if c > 0 && mem[infos[j].Name] > c {
-				over = append(over, j)
-			}
-		}
-		return len(over) == 0, over
-	}
+	fits := func(a []int) (bool, []int) { return fitsCaps(memory(a), caps, infos) }
 	var best []int
 	bestCost := math.Inf(1)
 	consider := func(a []int) {
@@ -281,6 +273,11 @@ func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int6
 			}
 		}
 		prob.OpTime = saved
+		if best != nil {
+			// Whole layers leave part of the capped devices empty: fill
+			// it with parts of other layers where that is faster.
+			best = fill(prob, best, caps, memory, infos)
+		}
 	}
 	if best == nil {
 		need := memory(make([]int, len(prob.Graph.Ops)))
