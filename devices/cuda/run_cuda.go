@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"hybrid/devices"
+	"hybrid/models/quant"
 	"hybrid/ops"
 )
 
@@ -215,6 +216,11 @@ func (d *Device) freeGraphs() {
 	d.graphs = nil
 }
 
+// mmtMin is the batch from which mat-muls of non-F32 weights run on tensor
+// cores (mmt_* in kernels/matmul.cu); smaller batches keep matmul8, which
+// reads the weights once per 8 tokens in f32.
+const mmtMin = 32
+
 // run launches op (device thread only).
 func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buffer) error {
 	const threads = 256
@@ -258,6 +264,10 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 		}
 		if n == 1 {
 			return launch(tk.matvec, (rows+warps-1)/warps, 1, 32*warps, a)
+		}
+		if n >= mmtMin && w.typ != quant.F32 && cols%32 == 0 {
+			// Prefill on tensor cores (f16 inputs, f32 sums).
+			return launch(tk.mmt, (rows+63)/64, (n+63)/64, 128, a)
 		}
 		return launch(tk.matmul8, (rows+warps-1)/warps, (n+7)/8, 32*warps, a)
 	case ops.RoPE:
