@@ -5,7 +5,7 @@
 # .device/lcpp (from ../shared/tools/llamacpp-cuda.sh pack) carried; see
 # bench/cuda/README.md. Parts: all (default), peer (build llama.cpp only),
 # main (the side-by-side table), split (the memory-capped split against fixed
-# layer splits).
+# layer splits), split-ab (auto against the best fixed splits, alternated).
 set -u
 H=.device/e2e/hybrid
 B=/tmp/lcpp/build/bin
@@ -65,9 +65,27 @@ split() {
   $H run --model $m --policy .device/e2e/capped.yaml --profile /tmp/prof.yaml --temp 0 -n 32 2>&1 | tail -14
 }
 
+# split-ab: auto under the cap against the best fixed splits of the split
+# table, alternated in four rounds (this host's CPU speed drifts by more than
+# the difference), with 8 CPU threads so that the 16-core host keeps cores
+# for the GPU's thread and the Go runtime.
+split_ab() {
+  synth Q4_0
+  m=/tmp/tl-Q4_0.gguf
+  for k in 11 12; do
+    printf 'name: first-%d\nmemory:\n  cuda: 300MiB\nrules:\n  - layers: "0-%d"\n    device: cuda\n  - device: cpu\n' $k $((k - 1)) >/tmp/first-$k.yaml
+  done
+  printf 'name: last-9+head\nmemory:\n  cuda: 300MiB\nrules:\n  - layers: "13-21"\n    device: cuda\n  - layers: "0-12"\n    device: cpu\n  - ops: [rms_norm, mat_mul]\n    device: cuda\n  - device: cpu\n' >/tmp/last-9.yaml
+  for r in 1 2 3 4; do
+    echo "== round $r"
+    $H bench --model $m --policies .device/e2e/capped.yaml,/tmp/first-11.yaml,/tmp/first-12.yaml,/tmp/last-9.yaml -p 64 -n 64 -r 2 --threads 8 | grep -E "^\| (auto|first|last)"
+  done
+}
+
 case $part in
 peer) peer ;;
 main) peer; main ;;
 split) peer; split ;;
+split-ab) split_ab ;;
 all) peer; main; split ;;
 esac
