@@ -122,7 +122,11 @@ func TestMatMul(t *testing.T) {
 		for _, sh := range shapes {
 			data, deq := quantized(t, r, typ, sh.rows, sh.cols)
 			w := &ops.Weight{Name: fmt.Sprintf("w.%s.%dx%d", typ, sh.rows, sh.cols), Type: typ, Rows: sh.rows, Cols: sh.cols}
-			for _, n := range []int{1, 13, 77} {
+			ns := []int{1, 13, 77} // decode, matmul8, tensor cores in 32-token tiles
+			if sh == shapes[0] {
+				ns = append(ns, 512) // 64-token tiles (mmtTiles)
+			}
+			for _, n := range ns {
 				t.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, sh.rows, sh.cols, n), func(t *testing.T) {
 					x := verify.RandVec(r, n*sh.cols)
 					op := &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}

@@ -51,7 +51,7 @@ func chunk(t quant.Type) int {
 // typed holds a weight type's kernels.
 type typed struct {
 	matvec, matmul8, embed kernel
-	mmt                    kernel // tensor-core prefill mat-mul (kernels/matmul.cu)
+	mmt, mmt32             kernel // tensor-core prefill mat-mul, 64- and 32-token tiles (kernels/matmul.cu)
 	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
 }
 
@@ -107,6 +107,9 @@ func loadKernels() (*kernels, error) {
 			return nil, err
 		}
 		if tk.mmt, err = get(mm, "mmt_"+n); err != nil {
+			return nil, err
+		}
+		if tk.mmt32, err = get(mm, "mmt32_"+n); err != nil {
 			return nil, err
 		}
 		if tk.embed, err = get(om, "embed_"+n); err != nil {

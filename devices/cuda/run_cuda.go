@@ -221,6 +221,11 @@ func (d *Device) freeGraphs() {
 // reads the weights once per 8 tokens in f32.
 const mmtMin = 32
 
+// mmtTiles is the fewest 64×64 tiles a prefill mat-mul is launched as; with
+// fewer it takes 64×32 tiles (an H100 has 132 multiprocessors, each running
+// several tiles at once).
+const mmtTiles = 256
+
 // run launches op (device thread only).
 func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buffer) error {
 	const threads = 256
@@ -266,7 +271,11 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 			return launch(tk.matvec, (rows+warps-1)/warps, 1, 32*warps, a)
 		}
 		if n >= mmtMin && w.typ != quant.F32 && cols%32 == 0 {
-			// Prefill on tensor cores (f16 inputs, f32 sums).
+			// Prefill on tensor cores (f16 inputs, f32 sums), in tiles of
+			// 32 tokens where 64 would leave fewer than mmtTiles.
+			if (rows+63)/64*((n+63)/64) < mmtTiles {
+				return launch(tk.mmt32, (rows+63)/64, (n+31)/32, 128, a)
+			}
 			return launch(tk.mmt, (rows+63)/64, (n+63)/64, 128, a)
 		}
 		return launch(tk.matmul8, (rows+warps-1)/warps, (n+7)/8, 32*warps, a)

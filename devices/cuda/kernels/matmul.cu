@@ -68,36 +68,38 @@ __device__ __forceinline__ void matmul(const uint8_t *W, long long rowBytes, con
 	}
 FOR_TYPES(MATMUL)
 
-// mmt_<type>: the same product for a batch (prefill) on tensor cores, through
-// the WMMA API: weights decoded as above and rounded to f16, activations
-// rounded to f16, f32 accumulation. A block of four warps computes a tile of
-// 64 weight rows × 64 tokens, stepping k by 32 (one block of the 32-element
-// types; an eighth of a K-quant super-block): it decodes the 64×32 weight
-// tile and converts the 64×32 activation tile into shared memory, and each
-// warp multiplies its 32×32 corner as 2×2 fragments of 16×16. cols must be a
-// multiple of 32; partial tiles of rows or tokens are padded with zeros and
+// mmt_<type> and mmt32_<type>: the same product for a batch (prefill) on
+// tensor cores, through the WMMA API: weights decoded as above and rounded to
+// f16, activations rounded to f16, f32 accumulation. A block of four warps
+// computes a tile of 64 weight rows × NK tokens (64, or 32 where 64 would
+// leave most of the GPU without a tile), stepping k by 32 (one block of the
+// 32-element types; an eighth of a K-quant super-block): it decodes the 64×32
+// weight tile and converts the NK×32 activation tile into shared memory, and
+// each warp multiplies its 32×NK/2 corner as fragments of 16×16. cols must be
+// a multiple of 32; partial tiles of rows or tokens are padded with zeros and
 // not written. Rounding the inputs to f16 costs at most ~1e-3 of Σ|w·x| per
 // output (checked by TestMatMul), less than the CPU device's 8-bit
 // activations; F32 weights keep the f32 kernels.
 #include <mma.h>
 
-#define MT 64  // rows and tokens per tile
+#define MT 64  // rows per tile
 #define KT 32  // k per step
 #define KP 40  // padded row of a shared tile, in halves (multiple of 8)
 #define CP 68  // padded column of the output tile, in floats (multiple of 4)
 
-template <int T>
+template <int T, int NK>
 __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, const float *X, float *Y, int rows, int cols, int n) {
 	using namespace nvcuda;
-	__shared__ __align__(32) half A[MT * KP], B[MT * KP];
-	__shared__ __align__(32) float C[MT * CP];
-	int r0 = blockIdx.x * MT, t0 = blockIdx.y * MT, warp = threadIdx.x >> 5;
-	int wr = (warp >> 1) * 32, wt = (warp & 1) * 32;
-	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+	const int FT = NK / 32; // fragments of tokens per warp
+	__shared__ __align__(32) half A[MT * KP], B[NK * KP];
+	__shared__ __align__(32) float C[NK * CP];
+	int r0 = blockIdx.x * MT, t0 = blockIdx.y * NK, warp = threadIdx.x >> 5;
+	int wr = (warp >> 1) * 32, wt = (warp & 1) * (NK / 2);
+	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][FT];
 #pragma unroll
 	for (int i = 0; i < 2; i++)
 #pragma unroll
-		for (int j = 0; j < 2; j++) wmma::fill_fragment(acc[i][j], 0.0f);
+		for (int j = 0; j < FT; j++) wmma::fill_fragment(acc[i][j], 0.0f);
 	for (int k0 = 0; k0 < cols; k0 += KT) {
 		// Weights: 64 rows × 4 pieces of 8, two pieces per thread.
 		for (int p = threadIdx.x; p < MT * 4; p += blockDim.x) {
@@ -114,8 +116,8 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, const float 
 				for (int i = 0; i < 8; i++) a[8 * (p & 3) + i] = __float2half_rn(0.0f);
 			}
 		}
-		// Activations: 64 tokens × 32, four per thread per pass.
-		for (int q = threadIdx.x; q < MT * KT / 4; q += blockDim.x) {
+		// Activations: NK tokens × 32, four at a time.
+		for (int q = threadIdx.x; q < NK * KT / 4; q += blockDim.x) {
 			int t = q >> 3, e = 4 * (q & 7);
 			float4 v = make_float4(0, 0, 0, 0);
 			if (t0 + t < n) v = *(const float4 *)(X + (long long)(t0 + t) * cols + k0 + e);
@@ -126,15 +128,15 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, const float 
 #pragma unroll
 		for (int kk = 0; kk < KT; kk += 16) {
 			wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa[2];
-			wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb[2];
+			wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb[FT];
 #pragma unroll
 			for (int i = 0; i < 2; i++) wmma::load_matrix_sync(fa[i], A + (wr + 16 * i) * KP + kk, KP);
 #pragma unroll
-			for (int j = 0; j < 2; j++) wmma::load_matrix_sync(fb[j], B + (wt + 16 * j) * KP + kk, KP);
+			for (int j = 0; j < FT; j++) wmma::load_matrix_sync(fb[j], B + (wt + 16 * j) * KP + kk, KP);
 #pragma unroll
 			for (int i = 0; i < 2; i++)
 #pragma unroll
-				for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+				for (int j = 0; j < FT; j++) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
 		}
 		__syncthreads();
 	}
@@ -143,9 +145,9 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, const float 
 #pragma unroll
 	for (int i = 0; i < 2; i++)
 #pragma unroll
-		for (int j = 0; j < 2; j++) wmma::store_matrix_sync(C + (wt + 16 * j) * CP + wr + 16 * i, acc[i][j], CP, wmma::mem_col_major);
+		for (int j = 0; j < FT; j++) wmma::store_matrix_sync(C + (wt + 16 * j) * CP + wr + 16 * i, acc[i][j], CP, wmma::mem_col_major);
 	__syncthreads();
-	for (int q = threadIdx.x; q < MT * MT; q += blockDim.x) {
+	for (int q = threadIdx.x; q < MT * NK; q += blockDim.x) {
 		int t = q / MT, r = q % MT;
 		if (r0 + r < rows && t0 + t < n) Y[(long long)(t0 + t) * rows + r0 + r] = C[t * CP + r];
 	}
@@ -154,6 +156,10 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, const float 
 #define MMT(id, name)                                                                                                       \
 	extern "C" __global__ void __launch_bounds__(128) mmt_##name(const uint8_t *W, long long rb, const float *X, float *Y, int rows, \
 	                                                             int cols, int n) {                                           \
-		mmt<id>(W, rb, X, Y, rows, cols, n);                                                                                    \
+		mmt<id, 64>(W, rb, X, Y, rows, cols, n);                                                                                \
+	}                                                                                                                           \
+	extern "C" __global__ void __launch_bounds__(128) mmt32_##name(const uint8_t *W, long long rb, const float *X, float *Y,      \
+	                                                               int rows, int cols, int n) {                                 \
+		mmt<id, 32>(W, rb, X, Y, rows, cols, n);                                                                                \
 	}
 FOR_TYPES(MMT)
