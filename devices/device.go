@@ -67,7 +67,10 @@ type Device interface {
 	// Run executes op for step st, reading in (one buffer per op input) and
 	// writing out.
 	Run(op *ops.Op, st ops.Step, in []Buffer, out Buffer) error
-	// Write copies host data into dst; Read copies src to the host.
+	// Write copies host data into dst; Read copies src to the host. Both
+	// take effect in order with the ops Run before them: Write after they
+	// have read dst, Read after they have written src (a device that queues
+	// ops finishes them first), so no Sync is needed around either.
 	Write(dst Buffer, src []float32) error
 	Read(dst []float32, src Buffer) error
 	// Sync waits for all work the device has been given.

@@ -200,10 +200,9 @@ func (e *Executor) Forward(tokens []int32, pos int) ([]float32, error) {
 			}
 		}
 	}
+	// Read waits for the ops run before it (devices.Device), so no Sync: on
+	// a GPU each is a hand-over to the device's thread and back.
 	out := c.dev[c.g.Ops[len(c.g.Ops)-1].ID]
-	if err := out.Sync(); err != nil {
-		return nil, err
-	}
 	if err := out.Read(e.logits, c.out[c.g.Output]); err != nil {
 		return nil, err
 	}
@@ -233,9 +232,6 @@ func (e *Executor) copy(c *compiled, cp copyStep) error {
 			e.host = make([]float32, n)
 		}
 		h := e.host[:n]
-		if err := cp.from.Sync(); err != nil {
-			return err
-		}
 		if err := cp.from.Read(h, cp.src); err != nil {
 			return err
 		}
