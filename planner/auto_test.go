@@ -119,15 +119,7 @@ func TestSolveWithinBudgets(t *testing.T) {
 				p.OpTime[i][j] = math.Abs(p.OpTime[i][j])
 			}
 		}
-		mem := func(a []int) map[string]int64 {
-			m := map[string]int64{}
-			for i, op := range p.Graph.Ops {
-				if op.Weight != nil {
-					m[fmt.Sprint(a[i])] += op.Weight.Bytes()
-				}
-			}
-			return m
-		}
+		mem := weightBytes(p.Graph)
 		infos := []devInfo{{"0"}, {"1"}}
 		var total int64
 		for _, op := range p.Graph.Ops {
@@ -219,5 +211,19 @@ func TestSolveIsFastOnALlamaSizedGraph(t *testing.T) {
 		t.Fatalf("planning %d ops on 4 devices took %v", len(g.Ops), el)
 	} else {
 		t.Logf("planned %d ops on 4 devices in %v", len(g.Ops), el)
+	}
+}
+
+// weightBytes is a memory function for hand-made problems: the weight bytes
+// of the ops each device (named by its index) runs, every op's weight counted.
+func weightBytes(g *ops.Graph) func([]int) map[string]int64 {
+	return func(a []int) map[string]int64 {
+		m := map[string]int64{}
+		for i, op := range g.Ops {
+			if op.Weight != nil {
+				m[fmt.Sprint(a[i])] += op.Weight.Bytes()
+			}
+		}
+		return m
 	}
 }

@@ -268,15 +268,7 @@ func TestFillNeverWorse(t *testing.T) {
 		for i, op := range p.Graph.Ops {
 			op.Layer = i / 3
 		}
-		mem := func(a []int) map[string]int64 {
-			m := map[string]int64{}
-			for i, op := range p.Graph.Ops {
-				if op.Weight != nil {
-					m[fmt.Sprint(a[i])] += op.Weight.Bytes()
-				}
-			}
-			return m
-		}
+		mem := weightBytes(p.Graph)
 		a := make([]int, n)
 		for i := range a {
 			a[i] = r.IntN(2)

@@ -214,9 +214,16 @@ func TestAutoNeverWorseThanSingleDevice(t *testing.T) {
 
 // tinyLlamaGraph is the decode graph of TinyLlama-1.1B's shape in Q4_0
 // (no weights needed to plan).
-func tinyLlamaGraph(t *testing.T) *ops.Graph {
+func tinyLlamaGraph(t *testing.T) *ops.Graph { return presetGraph(t, "tinyllama-1.1b", 2048) }
+
+// llama7bGraph is the decode graph of Llama-7B's shape (32 layers) in Q4_0.
+func llama7bGraph(t *testing.T) *ops.Graph { return presetGraph(t, "llama-7b", 4096) }
+
+// presetGraph is the decode graph of a synth preset's shape in Q4_0 with a
+// context of ctx.
+func presetGraph(t *testing.T, preset string, ctx int) *ops.Graph {
 	t.Helper()
-	p, err := synth.LookupPreset("tinyllama-1.1b")
+	p, err := synth.LookupPreset(preset)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +239,7 @@ func tinyLlamaGraph(t *testing.T) *ops.Graph {
 			types[w.Name] = ft.TensorType(w.Name, -1, cfg.Layers, w.Cols)
 		}
 	}
-	g, err := llama.Build(cfg, types, 1, 0, 2048)
+	g, err := llama.Build(cfg, types, 1, 0, ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,30 +383,4 @@ func TestPlanShowsPrecision(t *testing.T) {
 	if !strings.Contains(b.String(), "PRECISION") {
 		t.Fatalf("the device table has no precision column:\n%s", b.String())
 	}
-}
-
-// llama7bGraph is the decode graph of Llama-7B's shape (32 layers) in Q4_0.
-func llama7bGraph(t *testing.T) *ops.Graph {
-	t.Helper()
-	p, err := synth.LookupPreset("llama-7b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ft, err := synth.LookupFileType("Q4_0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := p.Config()
-	types := map[string]quant.Type{}
-	for _, w := range cfg.Weights() {
-		types[w.Name] = quant.F32
-		if w.Rows > 1 {
-			types[w.Name] = ft.TensorType(w.Name, -1, cfg.Layers, w.Cols)
-		}
-	}
-	g, err := llama.Build(cfg, types, 1, 0, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
 }
