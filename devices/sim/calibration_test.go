@@ -112,3 +112,42 @@ func TestM4ProMatchesLlamaCpp(t *testing.T) {
 		}
 	}
 }
+
+// TestH100MatchesHybridCUDA checks configs/hardware/h100-sxm.yaml's GPU
+// against hybrid's CUDA device on a lent H100 SXM, the measurements its
+// launch cost and mat-mul efficiencies were fitted to (bench/RESULTS.md):
+// synthetic TinyLlama-1.1B, decode tg64 of run D (from an empty cache, so 32
+// positions back on average) and pp512 of the tensor-core prefill's A/B. Four
+// parameters for six numbers (worst miss 5%); 10% leaves room for rounding
+// them. pp128, which the roofline models about 2× too fast (too few tiles
+// to fill the GPU), is only logged.
+func TestH100MatchesHybridCUDA(t *testing.T) {
+	hw, err := LoadHardware("h100-sxm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := hw.Spec("cuda")
+	for _, m := range []struct {
+		fileType         string
+		tg, pp512, pp128 float64
+	}{{"Q4_0", 791.9, 11223, 5682}, {"Q4_K_M", 760.5, 10261, 5153}, {"Q8_0", 645.5, 10361, 4793}} {
+		for _, c := range []struct {
+			name         string
+			n, past      int
+			measuredRate float64
+			check        bool
+		}{{"tg64", 1, 32, m.tg, true}, {"pp512", 512, 0, m.pp512, true}, {"pp128", 128, 0, m.pp128, false}} {
+			g := model(t, "tinyllama-1.1b", m.fileType, c.n, c.past, 640)
+			var step time.Duration
+			for _, op := range g.Ops {
+				step += s.OpTime(op)
+			}
+			rate := float64(c.n) / step.Seconds()
+			off := rate/c.measuredRate - 1
+			t.Logf("%s %s: simulated %.1f tok/s, hybrid measured %.1f (%+.0f%%)", m.fileType, c.name, rate, c.measuredRate, 100*off)
+			if c.check && math.Abs(off) > 0.10 {
+				t.Errorf("%s %s: simulated %.1f tok/s, hybrid measured %.1f: off by %+.0f%%", m.fileType, c.name, rate, c.measuredRate, 100*off)
+			}
+		}
+	}
+}

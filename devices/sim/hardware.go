@@ -49,6 +49,13 @@ type Spec struct {
 	// DefaultEfficiency.
 	Efficiency       map[ops.Kind]float64
 	WeightEfficiency map[ops.Kind]map[quant.Type]float64
+	// ComputeEfficiency and WeightComputeEfficiency, where a profile gives
+	// them (compute_efficiency), replace the efficiency for the compute
+	// rate alone: a GPU's batched mat-muls run on other units (tensor
+	// cores) and reach another fraction of TFLOPS than their mat-vecs reach
+	// of the bandwidth.
+	ComputeEfficiency       map[ops.Kind]float64
+	WeightComputeEfficiency map[ops.Kind]map[quant.Type]float64
 	// Unsupported lists the op kinds the hardware cannot run.
 	Unsupported map[ops.Kind]bool
 }
@@ -159,15 +166,28 @@ func (s *Spec) EfficiencyOf(op *ops.Op) float64 {
 	return DefaultEfficiency
 }
 
+// ComputeEfficiencyOf is the fraction of TFLOPS op reaches on the device:
+// its compute efficiency where the profile gives one, else its efficiency.
+func (s *Spec) ComputeEfficiencyOf(op *ops.Op) float64 {
+	if op.Weight != nil {
+		if e, ok := s.WeightComputeEfficiency[op.Kind][op.Weight.Type]; ok {
+			return e
+		}
+	}
+	if e, ok := s.ComputeEfficiency[op.Kind]; ok {
+		return e
+	}
+	return s.EfficiencyOf(op)
+}
+
 // OpTime is the modelled time of op on the device: the launch latency plus
-// the larger of its compute time and its memory time, both at the op's
-// efficiency, plus, for an fp16 device with per-op conversions, the
-// conversion passes of its activations (ConvertTime).
+// the larger of its compute time (at its compute efficiency) and its memory
+// time (at its efficiency), plus, for an fp16 device with per-op
+// conversions, the conversion passes of its activations (ConvertTime).
 func (s *Spec) OpTime(op *ops.Op) time.Duration {
-	eff := s.EfficiencyOf(op)
 	bytes := float64(op.Cost.BytesRead + op.Cost.BytesWritten)
-	mem := bytes / (s.BandwidthGBs * 1e9 * eff)
-	comp := float64(op.Cost.FLOPs) / (s.TFLOPS * 1e12 * eff)
+	mem := bytes / (s.BandwidthGBs * 1e9 * s.EfficiencyOf(op))
+	comp := float64(op.Cost.FLOPs) / (s.TFLOPS * 1e12 * s.ComputeEfficiencyOf(op))
 	t := seconds(s.LaunchUS*1e-6 + max(mem, comp))
 	if s.Conversions == PerOp {
 		t += s.ConvertTime(op)

@@ -44,6 +44,7 @@ type specFile struct {
 	LaunchUS     float64            `yaml:"launch_us"`
 	FP16         bool               `yaml:"fp16"`
 	Efficiency   map[string]float64 `yaml:"efficiency"`
+	Compute      map[string]float64 `yaml:"compute_efficiency"`
 	Unsupported  []string           `yaml:"unsupported"`
 }
 
@@ -285,40 +286,13 @@ func (p *parser) spec(m node, sf *specFile) (*Spec, error) {
 		return nil, fail("launch_us", "launch_us must be >= 0")
 	}
 	s := &Spec{Name: sf.Name, Kind: sf.Kind, MemoryGB: sf.MemoryGB, BandwidthGBs: sf.BandwidthGBs, TFLOPS: sf.TFLOPS,
-		LaunchUS: sf.LaunchUS, FP16: sf.FP16, Efficiency: map[ops.Kind]float64{},
-		WeightEfficiency: map[ops.Kind]map[quant.Type]float64{}, Unsupported: map[ops.Kind]bool{}}
-	// In file order, so that of several errors the first is reported.
-	var keys []*yaml.Node
-	if n := m.get("efficiency"); n != nil && n.Kind == yaml.MappingNode {
-		for i := 0; i < len(n.Content); i += 2 {
-			keys = append(keys, n.Content[i])
-		}
+		LaunchUS: sf.LaunchUS, FP16: sf.FP16, Unsupported: map[ops.Kind]bool{}}
+	var err error
+	if s.Efficiency, s.WeightEfficiency, err = p.efficiencies(m, "efficiency", sf.Name, sf.Efficiency); err != nil {
+		return nil, err
 	}
-	for _, k := range keys {
-		key, line, e := k.Value, k.Line, sf.Efficiency[k.Value]
-		kindName, typ, typed := strings.Cut(key, "/")
-		kind, err := ops.ParseKind(kindName)
-		if err != nil {
-			return nil, p.fail(line, "device %q: efficiency: unknown op kind %q (known: %s)", sf.Name, kindName, kindList())
-		}
-		if e <= 0 || e > 1 {
-			return nil, p.fail(line, "device %q: efficiency of %s is %g, want a fraction in (0, 1]", sf.Name, key, e)
-		}
-		if !typed {
-			s.Efficiency[kind] = e
-			continue
-		}
-		if kind != ops.MatMul && kind != ops.RMSNorm && kind != ops.Embed {
-			return nil, p.fail(line, "device %q: efficiency: %s ops have no weight, so %q cannot name a weight type", sf.Name, kind, key)
-		}
-		t, ok := parseType(typ)
-		if !ok {
-			return nil, p.fail(line, "device %q: efficiency: unknown weight type %q in %q", sf.Name, typ, key)
-		}
-		if s.WeightEfficiency[kind] == nil {
-			s.WeightEfficiency[kind] = map[quant.Type]float64{}
-		}
-		s.WeightEfficiency[kind][t] = e
+	if s.ComputeEfficiency, s.WeightComputeEfficiency, err = p.efficiencies(m, "compute_efficiency", sf.Name, sf.Compute); err != nil {
+		return nil, err
 	}
 	if un := m.get("unsupported"); un != nil {
 		for j, k := range sf.Unsupported {
@@ -391,4 +365,45 @@ func kindList() string {
 		names = append(names, k.String())
 	}
 	return strings.Join(names, ", ")
+}
+
+// efficiencies reads a device's map of efficiencies under key (efficiency or
+// compute_efficiency): op kinds, and op kinds with a weight type
+// ("mat_mul/q4_0"), each a fraction in (0, 1]. Errors name the line.
+func (p *parser) efficiencies(m node, key, device string, vals map[string]float64) (map[ops.Kind]float64, map[ops.Kind]map[quant.Type]float64, error) {
+	byKind, byWeight := map[ops.Kind]float64{}, map[ops.Kind]map[quant.Type]float64{}
+	// In file order, so that of several errors the first is reported.
+	var keys []*yaml.Node
+	if n := m.get(key); n != nil && n.Kind == yaml.MappingNode {
+		for i := 0; i < len(n.Content); i += 2 {
+			keys = append(keys, n.Content[i])
+		}
+	}
+	for _, k := range keys {
+		name, line, e := k.Value, k.Line, vals[k.Value]
+		kindName, typ, typed := strings.Cut(name, "/")
+		kind, err := ops.ParseKind(kindName)
+		if err != nil {
+			return nil, nil, p.fail(line, "device %q: %s: unknown op kind %q (known: %s)", device, key, kindName, kindList())
+		}
+		if e <= 0 || e > 1 {
+			return nil, nil, p.fail(line, "device %q: %s of %s is %g, want a fraction in (0, 1]", device, key, name, e)
+		}
+		if !typed {
+			byKind[kind] = e
+			continue
+		}
+		if kind != ops.MatMul && kind != ops.RMSNorm && kind != ops.Embed {
+			return nil, nil, p.fail(line, "device %q: %s: %s ops have no weight, so %q cannot name a weight type", device, key, kind, name)
+		}
+		t, ok := parseType(typ)
+		if !ok {
+			return nil, nil, p.fail(line, "device %q: %s: unknown weight type %q in %q", device, key, typ, name)
+		}
+		if byWeight[kind] == nil {
+			byWeight[kind] = map[quant.Type]float64{}
+		}
+		byWeight[kind][t] = e
+	}
+	return byKind, byWeight, nil
 }

@@ -109,7 +109,7 @@ func TestBadProfilesNameFileAndLine(t *testing.T) {
 	const kindList = "embed, rms_norm, mat_mul, rope, attention, silu_mul, add, last_row"
 	cases := []struct{ name, text, want string }{
 		{"unknown key", edit(7, "    bandwith_gbs: 100"),
-			`x.yaml:7: unknown key "bandwith_gbs" in devices[0] (known: name, kind, memory_gb, bandwidth_gbs, tflops, launch_us, fp16, efficiency, unsupported)`},
+			`x.yaml:7: unknown key "bandwith_gbs" in devices[0] (known: name, kind, memory_gb, bandwidth_gbs, tflops, launch_us, fp16, efficiency, compute_efficiency, unsupported)`},
 		{"unknown top-level key", edit(16, "link:"), `x.yaml:16: unknown key "link" in the profile (known: name, source, devices, links)`},
 		{"key twice", edit(9, "    launch_us: 5\n    tflops: 11"), `x.yaml:10: key "tflops" given twice in devices[0] (first at line 8)`},
 		{"not a number", edit(7, "    bandwidth_gbs: fast"), `x.yaml:7: bandwidth_gbs: "fast" is not a number`},
@@ -129,6 +129,8 @@ func TestBadProfilesNameFileAndLine(t *testing.T) {
 			`x.yaml:10: device "gpu": efficiency: unknown weight type "q3_0" in "mat_mul/q3_0"`},
 		{"weight type of a weightless kind", edit(9, "    launch_us: 5\n    efficiency: {add/q4_0: 0.5}"),
 			`x.yaml:10: device "gpu": efficiency: add ops have no weight, so "add/q4_0" cannot name a weight type`},
+		{"compute efficiency out of range", edit(9, "    launch_us: 5\n    compute_efficiency: {mat_mul/q4_0: 0}"),
+			`x.yaml:10: device "gpu": compute_efficiency of mat_mul/q4_0 is 0, want a fraction in (0, 1]`},
 		{"unsupported unknown kind", edit(9, "    launch_us: 5\n    unsupported:\n      - embed\n      - matmul"),
 			`x.yaml:12: device "gpu": unsupported: unknown op kind "matmul" (known: ` + kindList + `)`},
 		{"link to nowhere", edit(17, "  - {from: cpu, to: tpu, latency_us: 10, bandwidth_gbs: 20}"),
@@ -428,5 +430,27 @@ func TestSimInfoSupportsAndMemory(t *testing.T) {
 	}
 	if _, err := small.Alloc(1); err == nil || !strings.Contains(err.Error(), "out of memory") {
 		t.Fatalf("allocation past the profile's memory: %v", err)
+	}
+}
+
+// TestComputeEfficiencyMovesOnlyComputeTime: a compute efficiency changes the
+// time of a compute-bound op (a prefill mat-mul) and leaves a memory-bound one
+// (a decode mat-vec) as the efficiency makes it.
+func TestComputeEfficiencyMovesOnlyComputeTime(t *testing.T) {
+	w := &ops.Weight{Name: "w", Type: quant.Q4_0, Rows: 4096, Cols: 4096}
+	decode := &ops.Op{Kind: ops.MatMul, Weight: w, Cost: ops.Cost{FLOPs: 2 * 4096 * 4096, BytesRead: w.Bytes()}}
+	prefill := &ops.Op{Kind: ops.MatMul, Weight: w, Cost: ops.Cost{FLOPs: 512 * 2 * 4096 * 4096, BytesRead: w.Bytes()}}
+	base := &Spec{BandwidthGBs: 1000, TFLOPS: 10, Efficiency: map[ops.Kind]float64{ops.MatMul: 0.5}}
+	tc := *base
+	tc.WeightComputeEfficiency = map[ops.Kind]map[quant.Type]float64{ops.MatMul: {quant.Q4_0: 0.25}}
+	if a, b := base.OpTime(decode), tc.OpTime(decode); a != b {
+		t.Errorf("decode mat-vec: %v without a compute efficiency, %v with one", a, b)
+	}
+	want := time.Duration(float64(prefill.Cost.FLOPs) / (10e12 * 0.25) * 1e9)
+	if got := tc.OpTime(prefill); got < want-time.Microsecond || got > want+time.Microsecond {
+		t.Errorf("prefill mat-mul at compute efficiency 0.25: %v, want %v", got, want)
+	}
+	if a, b := base.OpTime(prefill), tc.OpTime(prefill); 2*a-b > time.Microsecond || b-2*a > time.Microsecond {
+		t.Errorf("prefill mat-mul: %v at efficiency 0.5, %v at compute efficiency 0.25, want twice", a, b)
 	}
 }
