@@ -1,16 +1,18 @@
 // matmul.cu: y[t, r] = Σ_k W[r, k]·x[t, k] for a weight W of rows×cols in its
-// GGUF type and f32 activations x of n rows, f32 accumulation throughout (no
-// activation quantization).
+// GGUF type and f32 activations x of n rows, f32 accumulation throughout: in
+// f32 (matvec, matmul8), or with weights and activations rounded to f16 on
+// tensor cores (mmt, batches of 32 or more). The decode mat-vec of the block
+// types, on 8-bit activations, is in fused.cu and q8.cuh.
 //
 // Layout: one warp per weight row, four warps per block; lane l decodes
 // pieces l, l+32, … (8 weights each) of the row in registers (quant.cuh), so
 // a warp reads consecutive bytes of its row, and dots each piece with NT activation rows
 // at once (NT = 1: mat-vec for decode of the float types, and of block types
 // whose row is too long to stage, the others decoding on 8-bit activations in
-// fused.cu; NT = 8: a simple batched version that
-// reads the weights once per 8 tokens). Bound: memory for NT = 1 (weights
-// read once); the batched version re-reads weights from L2 per 8 tokens and
-// is far from the FLOP rate of tensor cores.
+// fused.cu; NT = 8: batches under 32 tokens, and F32 weights, reading the
+// weights once per 8 tokens). Bound: memory for NT = 1 (weights read once);
+// the batched version re-reads weights from L2 per 8 tokens and is far from
+// the FLOP rate of tensor cores, which mmt below uses.
 #include "common.cuh"
 
 template <int T, int NT>
