@@ -110,7 +110,9 @@ var allTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.
 func TestMatMul(t *testing.T) {
 	g := gpu(t)
 	r := rand.New(rand.NewPCG(1, 2))
-	shapes := []struct{ rows, cols int }{{2048, 2048}, {5632, 2048}, {2048, 5632}}
+	// 300 rows: partial 64-row tiles of the tensor-core prefill, and rows
+	// past the last whole block of eight rows in the mat-vecs.
+	shapes := []struct{ rows, cols int }{{2048, 2048}, {5632, 2048}, {2048, 5632}, {300, 256}}
 	for _, typ := range allTypes {
 		shapes := shapes
 		if typ == quant.F32 || typ == quant.F16 || typ == quant.BF16 {
