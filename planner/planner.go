@@ -183,6 +183,10 @@ func names(infos []devices.Info, a []int) []string {
 	return out
 }
 
+// fewerLayers is how many splits with fewer layers than the first one that
+// fits solveWithin still tries on an over-budget device.
+const fewerLayers = 2
+
 // solveWithin solves the problem under memory caps (0 = none). The exact
 // optimum is taken when it fits; otherwise a per-byte price on the weights of
 // each over-budget device is raised until the solution fits (Lagrangian
@@ -259,14 +263,28 @@ func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int6
 		// either way: left free, the solver puts a large output head on
 		// the fast device, which can leave k blocks over budget when k
 		// blocks alone would fit.
+		//
+		// k runs down from all layers; once a split fits, splits with
+		// fewerLayers fewer layers are still tried, then no smaller k: the
+		// device is over budget because the optimum wants more of it, so
+		// fewer layers on it only get slower, and fill (below) uses the
+		// room whole layers leave.
 		saved := prob.OpTime
 		for _, j := range over0 {
-			for k := layers; k >= 0; k-- {
-				for _, prefix := range []bool{true, false} {
-					for _, outside := range []bool{true, false} {
+			for _, prefix := range []bool{true, false} {
+				for _, outside := range []bool{true, false} {
+					fitK := -1
+					for k := layers; k >= 0 && (fitK < 0 || k >= fitK-fewerLayers); k-- {
 						prob.OpTime = restrict(saved, prob.Graph, j, k, layers, prefix, outside)
-						if a, _, ok := Solve(prob); ok {
-							consider(a)
+						a, _, ok := Solve(prob)
+						if !ok {
+							continue
+						}
+						consider(a)
+						if fitK < 0 {
+							if fit, _ := fits(a); fit {
+								fitK = k
+							}
 						}
 					}
 				}
