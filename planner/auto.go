@@ -2,7 +2,7 @@ package planner
 
 import (
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -48,17 +48,20 @@ type stateKey struct {
 	spill string
 }
 
-func (s *state) key() stateKey {
+func (s *state) key() stateKey { return keyOf(s.live) }
+
+// keyOf is the key of a state whose live values are live.
+func keyOf(live []liveVal) stateKey {
 	var k stateKey
-	k.n = len(s.live)
-	if len(s.live) <= len(k.vals) {
-		for i, l := range s.live {
+	k.n = len(live)
+	if len(live) <= len(k.vals) {
+		for i, l := range live {
 			k.vals[i] = uint64(l.v)<<24 | uint64(l.home)<<16 | uint64(l.mask)
 		}
 		return k
 	}
 	var b strings.Builder
-	for _, l := range s.live {
+	for _, l := range live {
 		b.WriteString(strconv.FormatUint(uint64(l.v)<<24|uint64(l.home)<<16|uint64(l.mask), 36))
 		b.WriteByte(',')
 	}
@@ -77,8 +80,10 @@ func Solve(p *Problem) (assign []int, cost float64, ok bool) {
 	g := p.Graph
 	last := lastReaders(g)
 	frontier := map[stateKey]*state{{}: {}}
+	next := map[stateKey]*state{}
+	var scratch []liveVal // a candidate's live values, kept only if it wins
 	for _, op := range g.Ops {
-		next := map[stateKey]*state{}
+		clear(next)
 		wbytes := 0.0
 		if op.Weight != nil {
 			wbytes = float64(op.Weight.Bytes())
@@ -93,19 +98,22 @@ func Solve(p *Problem) (assign []int, cost float64, ok bool) {
 				if p.Penalty != nil {
 					c += p.Penalty[d] * wbytes
 				}
-				kept, copies := p.advance(s.live, op, d, last)
+				var copies float64
+				scratch, copies = p.advanceInto(scratch[:0], s.live, op, d, last)
 				c += copies
-				ns := &state{live: kept, cost: c, prev: s, dev: d}
-				k := ns.key()
-				if old, dup := next[k]; !dup || c < old.cost {
-					next[k] = ns
+				k := keyOf(scratch)
+				if old, dup := next[k]; !dup {
+					next[k] = &state{live: slices.Clone(scratch), cost: c, prev: s, dev: d}
+				} else if c < old.cost {
+					// Same key, same live values: only how it got here changes.
+					old.cost, old.prev, old.dev = c, s, d
 				}
 			}
 		}
 		if len(next) == 0 {
 			return nil, 0, false
 		}
-		frontier = next
+		frontier, next = next, frontier
 	}
 	var best *state
 	for _, s := range frontier {
@@ -125,8 +133,13 @@ func Solve(p *Problem) (assign []int, cost float64, ok bool) {
 // of its inputs to d (and their time), less the values it reads last, plus its
 // output unless nothing reads it.
 func (p *Problem) advance(live []liveVal, op *ops.Op, d int, last []int) ([]liveVal, float64) {
+	return p.advanceInto(nil, live, op, d, last)
+}
+
+// advanceInto is advance building the new live values in dst's memory.
+func (p *Problem) advanceInto(dst, live []liveVal, op *ops.Op, d int, last []int) ([]liveVal, float64) {
 	var c float64
-	live = append([]liveVal(nil), live...)
+	live = append(dst, live...)
 	for _, in := range op.In {
 		for k := range live {
 			if live[k].v == in && live[k].mask&(1<<d) == 0 {
@@ -144,7 +157,10 @@ func (p *Problem) advance(live []liveVal, op *ops.Op, d int, last []int) ([]live
 	if last[op.Out] > op.ID {
 		kept = append(kept, liveVal{v: op.Out, home: d, mask: 1 << d})
 	}
-	sort.Slice(kept, func(a, b int) bool { return kept[a].v < kept[b].v })
+	// Sorted by value: only the appended output can be out of place.
+	for i := len(kept) - 1; i > 0 && kept[i].v < kept[i-1].v; i-- {
+		kept[i], kept[i-1] = kept[i-1], kept[i]
+	}
 	return kept, c
 }
 

@@ -303,7 +303,7 @@ func solveBudget(p *Problem, bytes [][]int64, budget []int64, limit int) (assign
 					}
 					kept, copies := p.advance(s.live, op, d, last)
 					ns := &bstate{live: kept, cost: s.cost + t + copies, used: used, prev: s, dev: d}
-					k := (&state{live: kept}).key()
+					k := keyOf(kept)
 					x, seen := index[k]
 					if !seen {
 						x = len(next)
