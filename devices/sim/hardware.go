@@ -155,26 +155,28 @@ func (h *Hardware) link(from, to string) (Link, bool) {
 
 // EfficiencyOf is the fraction of the roofline op reaches on the device.
 func (s *Spec) EfficiencyOf(op *ops.Op) float64 {
-	if op.Weight != nil {
-		if e, ok := s.WeightEfficiency[op.Kind][op.Weight.Type]; ok {
-			return e
-		}
-	}
-	if e, ok := s.Efficiency[op.Kind]; ok {
+	if e, ok := lookupEff(op, s.WeightEfficiency, s.Efficiency); ok {
 		return e
 	}
 	return DefaultEfficiency
 }
 
+// lookupEff is op's entry in byWeight (by kind and weight type), else in
+// byKind.
+func lookupEff(op *ops.Op, byWeight map[ops.Kind]map[quant.Type]float64, byKind map[ops.Kind]float64) (float64, bool) {
+	if op.Weight != nil {
+		if e, ok := byWeight[op.Kind][op.Weight.Type]; ok {
+			return e, true
+		}
+	}
+	e, ok := byKind[op.Kind]
+	return e, ok
+}
+
 // ComputeEfficiencyOf is the fraction of TFLOPS op reaches on the device:
 // its compute efficiency where the profile gives one, else its efficiency.
 func (s *Spec) ComputeEfficiencyOf(op *ops.Op) float64 {
-	if op.Weight != nil {
-		if e, ok := s.WeightComputeEfficiency[op.Kind][op.Weight.Type]; ok {
-			return e
-		}
-	}
-	if e, ok := s.ComputeEfficiency[op.Kind]; ok {
+	if e, ok := lookupEff(op, s.WeightComputeEfficiency, s.ComputeEfficiency); ok {
 		return e
 	}
 	return s.EfficiencyOf(op)
