@@ -12,7 +12,6 @@ import (
 	"hybrid/models/builtin"
 	"hybrid/models/gguf"
 	"hybrid/models/llama"
-	"hybrid/models/quant"
 	"hybrid/models/synth"
 	"hybrid/ops"
 )
@@ -231,15 +230,7 @@ func presetGraph(t *testing.T, preset string, ctx int) *ops.Graph {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := p.Config()
-	types := map[string]quant.Type{}
-	for _, w := range cfg.Weights() {
-		types[w.Name] = quant.F32
-		if w.Rows > 1 {
-			types[w.Name] = ft.TensorType(w.Name, -1, cfg.Layers, w.Cols)
-		}
-	}
-	g, err := llama.Build(cfg, types, 1, 0, ctx)
+	g, err := llama.Build(p.Config(), ft.Types(p), 1, 0, ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"hybrid/models/llama"
-	"hybrid/models/quant"
 	"hybrid/models/synth"
 	"hybrid/ops"
 )
@@ -23,15 +22,7 @@ func model(t *testing.T, preset, fileType string, n, past, ctx int) *ops.Graph {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := p.Config()
-	types := map[string]quant.Type{}
-	for _, w := range cfg.Weights() {
-		types[w.Name] = quant.F32
-		if w.Rows > 1 {
-			types[w.Name] = ft.TensorType(w.Name, -1, cfg.Layers, w.Cols)
-		}
-	}
-	g, err := llama.Build(cfg, types, n, past, ctx)
+	g, err := llama.Build(p.Config(), ft.Types(p), n, past, ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,20 +78,32 @@ func Plan(o Options) ([]gguf.KV, []gguf.TensorInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := p.Config()
+	types := ft.Types(p)
 	var infos []gguf.TensorInfo
-	for _, w := range cfg.Weights() {
-		ti := gguf.TensorInfo{Name: w.Name}
+	for _, w := range p.Config().Weights() {
+		ti := gguf.TensorInfo{Name: w.Name, Type: types[w.Name]}
 		if w.Rows == 1 {
 			ti.Dims = []uint64{uint64(w.Cols)}
-			ti.Type = quant.F32
 		} else {
 			ti.Dims = []uint64{uint64(w.Cols), uint64(w.Rows)}
-			ti.Type = ft.TensorType(w.Name, layerOf(w.Name), p.Layers, w.Cols)
 		}
 		infos = append(infos, ti)
 	}
 	return kvs, infos, nil
+}
+
+// Types is the type of each weight of preset p's model in file type ft, as
+// Write stores it: vectors F32, matrices by ft's recipe (TensorType). With
+// llama.Build it gives the model's op graph without writing the file.
+func (ft FileType) Types(p Preset) map[string]quant.Type {
+	types := map[string]quant.Type{}
+	for _, w := range p.Config().Weights() {
+		types[w.Name] = quant.F32
+		if w.Rows > 1 {
+			types[w.Name] = ft.TensorType(w.Name, layerOf(w.Name), p.Layers, w.Cols)
+		}
+	}
+	return types
 }
 
 // Write writes the synthetic model to path, atomically: a failed or
