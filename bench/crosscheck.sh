@@ -54,7 +54,7 @@ row() { printf '%s\n' "$*" | tee -a "$report"; }
 # and newer than the synth sources.
 synth() {
   local f=$models/$1-$2.gguf
-  if [ -f "$f" ] && [ -z "$(find models/synth models/quant models/gguf models/builtin -name '*.go' -newer "$f" | head -1)" ]; then
+  if [ -f "$f" ] && [ -z "$(find models/synth quant models/gguf models/builtin -name '*.go' -newer "$f" | head -1)" ]; then
     echo "$f"; return 0
   fi
   $out/hybrid synth --preset "$1" --type "$2" --seed 1 -o "$f" >/dev/null 2>"$runs/$1-$2.synth.err" || return 1

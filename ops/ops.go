@@ -7,7 +7,7 @@ package ops
 import (
 	"fmt"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // Kind is the kind of an op.

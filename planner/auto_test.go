@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"hybrid/devices"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // randomGraph makes a DAG of n ops in topological order: each op reads one to

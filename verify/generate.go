@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"hybrid/models/builtin"
-	"hybrid/models/quant"
+	"hybrid/quant"
 	"hybrid/runtime"
 )
 

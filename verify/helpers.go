@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"hybrid/devices"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // The helpers below are what checking a device against the CPU needs; the

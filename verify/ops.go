@@ -6,8 +6,8 @@ import (
 	"math/rand/v2"
 
 	"hybrid/devices"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // Shapes of the op checks: small enough that the CPU reference takes

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"hybrid/internal/testmodels"
+
 	"bytes"
 	"encoding/json"
 	"os"
@@ -16,7 +18,7 @@ import (
 // Pro devices. Each must produce exactly cpu-only's greedy tokens, and the
 // multi-device ones must have copied something.
 func TestPlansMatchCPUOnly(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	refs, err := filepath.Glob(filepath.Join(dir, "reference", "*.p1.json"))
 	if err != nil || len(refs) == 0 {
 		t.Fatalf("no reference outputs in %s/reference", dir)

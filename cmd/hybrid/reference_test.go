@@ -1,6 +1,8 @@
 package main
 
 import (
+	"hybrid/internal/testmodels"
+
 	"bytes"
 	"encoding/json"
 	"math"
@@ -9,23 +11,6 @@ import (
 	"strings"
 	"testing"
 )
-
-// modelsDir finds ../shared/models: HYBRID_TEST_MODELS, or in CI a failure,
-// or outside CI the copy beside the checkout, or a skip.
-func modelsDir(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv("HYBRID_TEST_MODELS"); d != "" {
-		return d
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("HYBRID_TEST_MODELS is not set: CI must export the absolute path of ../shared/models")
-	}
-	d, _ := filepath.Abs("../../../shared/models")
-	if _, err := os.Stat(d); err != nil {
-		t.Skip("no test models: set HYBRID_TEST_MODELS to ../shared/models")
-	}
-	return d
-}
 
 type refStep struct {
 	ID          int32     `json:"id"`
@@ -62,7 +47,7 @@ type runOut struct {
 // reference's logit check allows llama.cpp's own miss on top of the limit;
 // the tokens must still match it.
 func TestMatchesLlamaCpp(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	refs, err := filepath.Glob(filepath.Join(dir, "reference", "*.json"))
 	if err != nil || len(refs) == 0 {
 		t.Fatalf("no reference outputs in %s/reference", dir)

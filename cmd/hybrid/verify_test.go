@@ -1,6 +1,8 @@
 package main
 
 import (
+	"hybrid/internal/testmodels"
+
 	"bytes"
 	"path/filepath"
 	goruntime "runtime"
@@ -14,7 +16,7 @@ import (
 // devices), and under auto and mac-hybrid over the simulated M4 Pro, each
 // against cpu-only.
 func TestVerifyOnCPU(t *testing.T) {
-	dir := modelsDir(t)
+	dir := testmodels.Dir(t)
 	models, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
 	if len(models) == 0 {
 		t.Fatalf("no models in %s", dir)

@@ -6,7 +6,7 @@ import (
 	"math"
 
 	"hybrid/devices/coreml/mlmodel"
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // MLMultiArrayDataType values (MLMultiArray.h): 0x10000|bits for floats,

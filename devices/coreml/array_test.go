@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // TestReadArray reads a 2×3 output in each type CoreML may return, packed and

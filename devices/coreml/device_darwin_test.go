@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"hybrid/devices"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // These tests need a Mac with CoreML; they are compiled, unverified on a Mac

@@ -9,8 +9,8 @@ import (
 
 	"hybrid/devices"
 	"hybrid/devices/coreml/mlmodel"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // formatVersion changes whenever the programs written for the same op change
@@ -69,7 +69,7 @@ func newWeight(w *ops.Weight, data []byte) (*weight, error) {
 	return &weight{w: *w, raw: data, hash: sha256.Sum256(data)}, nil
 }
 
-// f16 dequantizes the weight with models/quant and rounds every element to
+// f16 dequantizes the weight with package quant and rounds every element to
 // binary16 (nearest, ties to even; beyond ±65504 becomes ±Inf, which no
 // weight of a working model reaches).
 func (w *weight) f16() ([]uint16, error) {

@@ -10,8 +10,8 @@ import (
 	"hybrid/devices"
 	"hybrid/devices/coreml/mlmodel"
 	"hybrid/devices/cpu"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 func randVec(r *rand.Rand, n int, scale float64) []float32 {

@@ -5,8 +5,8 @@ import (
 	"math"
 
 	"hybrid/devices/cpu/kernels"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // faTileQ is the query count from which llama.cpp's CPU flash attention

@@ -11,8 +11,8 @@ import (
 
 	"hybrid/devices"
 	"hybrid/devices/cpu/kernels"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // Device runs ops on the host CPU with its own worker pool and buffers.

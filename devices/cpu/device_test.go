@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"hybrid/devices"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 func randVec(r *rand.Rand, n int) []float32 {

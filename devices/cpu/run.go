@@ -6,8 +6,8 @@ import (
 
 	"hybrid/devices"
 	"hybrid/devices/cpu/kernels"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // Run implements devices.Device.

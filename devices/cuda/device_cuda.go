@@ -18,8 +18,8 @@ import (
 	"unsafe"
 
 	"hybrid/devices"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 func init() {

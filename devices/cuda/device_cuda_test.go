@@ -15,8 +15,8 @@ import (
 
 	"hybrid/devices"
 	"hybrid/devices/cpu"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 	"hybrid/verify"
 )
 

@@ -6,8 +6,8 @@ import (
 	"math"
 	"os"
 
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // Decode-step fusion. A decode step queues sixteen small launches per Llama

@@ -6,7 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // The kernels are CUDA C compiled to PTX for compute_80 (Ampere and later);

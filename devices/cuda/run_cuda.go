@@ -11,8 +11,8 @@ import (
 	"unsafe"
 
 	"hybrid/devices"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // Run implements devices.Device. It checks what it can at once and queues

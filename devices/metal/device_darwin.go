@@ -23,8 +23,8 @@ import (
 
 	"hybrid/devices"
 	"hybrid/devices/metal/mtl"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 func init() {

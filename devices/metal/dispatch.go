@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"hybrid/devices"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // The dispatch plan is what the darwin device encodes for an op: kernel

@@ -10,8 +10,8 @@ import (
 
 	"hybrid/devices"
 	"hybrid/models/llama"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // testModel is a small Llama (grouped-query, two layers) whose weights are

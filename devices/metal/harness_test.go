@@ -21,8 +21,8 @@ import (
 	"hybrid/devices"
 	"hybrid/devices/cpu"
 	"hybrid/models/llama"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 	"hybrid/verify"
 )
 

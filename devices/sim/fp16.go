@@ -5,8 +5,8 @@ import (
 
 	"hybrid/devices"
 	"hybrid/devices/cpu"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // An fp16 device (a profile's "fp16: true", the Neural Engine) is simulated

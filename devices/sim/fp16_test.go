@@ -9,8 +9,8 @@ import (
 
 	"hybrid/devices"
 	"hybrid/devices/cpu"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // refRound16 is binary16 rounding written from its definition, apart from

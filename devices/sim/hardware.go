@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"hybrid/configs"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // Hardware is a hardware profile: the devices of one machine and the links

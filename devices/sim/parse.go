@@ -13,8 +13,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // ParseError is a problem in a hardware profile, at a line of its file.

@@ -13,8 +13,8 @@ import (
 
 	"hybrid/devices"
 	"hybrid/devices/cpu"
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 func TestShippedProfilesParse(t *testing.T) {

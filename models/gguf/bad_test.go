@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 var update = flag.Bool("update", false, "rewrite the hand-made files in testdata/bad")

@@ -1,6 +1,8 @@
 package gguf
 
 import (
+	"hybrid/internal/testmodels"
+
 	"bytes"
 	"os"
 	"path/filepath"
@@ -15,7 +17,7 @@ import (
 // Seeds: the shared models, the hand-made good file, the files in
 // testdata/bad, and a file with every metadata type.
 func FuzzParse(f *testing.F) {
-	if dir, ok := findModelsDir(f); ok {
+	if dir, ok := testmodels.Find(); ok {
 		paths, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
 		for _, p := range paths {
 			if b, err := os.ReadFile(p); err == nil {

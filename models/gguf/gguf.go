@@ -23,7 +23,7 @@ import (
 	"math"
 	"math/bits"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // DefaultAlignment is the alignment of tensor data when a file has no

@@ -1,57 +1,28 @@
 package gguf
 
 import (
+	"hybrid/internal/testmodels"
+
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
-
-// testModelsDir returns the directory of the shared test models: the
-// HYBRID_TEST_MODELS environment variable, else ../../../shared/models
-// outside CI. It skips the test when neither is available, and fails it in
-// CI, where the models must be present.
-func testModelsDir(t testing.TB) string {
-	t.Helper()
-	dir, ok := findModelsDir(t)
-	if !ok {
-		t.Skipf("test models not found: set HYBRID_TEST_MODELS (tried %s)", dir)
-	}
-	return dir
-}
-
-// findModelsDir is testModelsDir for a test that can go on without the
-// models: ok is false, rather than a skip, when they are absent outside CI.
-func findModelsDir(t testing.TB) (dir string, ok bool) {
-	t.Helper()
-	if dir := os.Getenv("HYBRID_TEST_MODELS"); dir != "" {
-		return dir, true
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("HYBRID_TEST_MODELS is not set; in CI it must name the directory of the shared test models (.ci/run exports it)")
-	}
-	dir = filepath.Join("..", "..", "..", "shared", "models")
-	if _, err := os.Stat(dir); err != nil {
-		return dir, false
-	}
-	return dir, true
-}
 
 // testModels returns the paths of the shared *.gguf models.
 func testModels(t testing.TB) []string {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(testModelsDir(t), "*.gguf"))
+	paths, err := filepath.Glob(filepath.Join(testmodels.Dir(t), "*.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(paths) == 0 {
-		t.Fatalf("no *.gguf files in %s", testModelsDir(t))
+		t.Fatalf("no *.gguf files in %s", testmodels.Dir(t))
 	}
 	return paths
 }

@@ -1,12 +1,14 @@
 package gguf
 
 import (
+	"hybrid/internal/testmodels"
+
 	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // TestModels opens each shared model, checks what a loader reads from it,
@@ -103,7 +105,7 @@ func firstDiff(a, b []byte) int {
 // TestModelsTypes checks that the mixed-type model holds the types its
 // README says, so that the round trip covered quantized layouts.
 func TestModelsTypes(t *testing.T) {
-	path := filepath.Join(testModelsDir(t), "stories260K-Q4_K_M.gguf")
+	path := filepath.Join(testmodels.Dir(t), "stories260K-Q4_K_M.gguf")
 	f, err := Open(path)
 	if err != nil {
 		t.Fatal(err)

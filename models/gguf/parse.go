@@ -8,7 +8,7 @@ import (
 	"math/bits"
 	"slices"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 const magic = "GGUF"

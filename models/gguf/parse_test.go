@@ -9,7 +9,7 @@ import (
 	"reflect"
 	"testing"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // allTypesKVs holds one value of every metadata type, arrays of every element

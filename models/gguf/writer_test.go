@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 var (

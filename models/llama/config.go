@@ -5,7 +5,7 @@ package llama
 import (
 	"fmt"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // Metadata is the part of a GGUF file's metadata the config reads.

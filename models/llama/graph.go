@@ -3,8 +3,8 @@ package llama
 import (
 	"fmt"
 
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // Build emits the op graph of one forward step of n tokens that start at position

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"hybrid/models/quant"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 func testConfig() (Config, map[string]quant.Type) {

@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"hybrid/models/gguf"
-	"hybrid/models/quant"
 	"hybrid/models/tokenizer"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // Model is an opened Llama GGUF file: its config, tokenizer and tensors, with

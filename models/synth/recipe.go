@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // FileType is a llama.cpp quantization recipe ("ftype"): a default weight type

@@ -11,7 +11,7 @@ import (
 	"hybrid/models/builtin"
 	"hybrid/models/gguf"
 	"hybrid/models/llama"
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // Options says what Write makes.

@@ -12,7 +12,7 @@ import (
 
 	"hybrid/models/gguf"
 	"hybrid/models/llama"
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // kind says which of llama.cpp's per-tensor rules a weight falls under.

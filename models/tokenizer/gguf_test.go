@@ -8,32 +8,12 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"testing"
 )
 
 // This file holds just enough of a GGUF reader to load a tokenizer from a
 // real model in tests, so that this package's tests do not depend on the
 // gguf package.
-
-// testModelsDir returns the directory of the shared test models: the
-// HYBRID_TEST_MODELS environment variable, else ../../../shared/models
-// outside CI. It skips the test when neither is available, and fails it in
-// CI, where the models must be present.
-func testModelsDir(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("HYBRID_TEST_MODELS"); dir != "" {
-		return dir
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("HYBRID_TEST_MODELS is not set; in CI it must name the directory of the shared test models (.ci/run exports it)")
-	}
-	dir := filepath.Join("..", "..", "..", "shared", "models")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("test models not found: set HYBRID_TEST_MODELS (tried %s: %v)", dir, err)
-	}
-	return dir
-}
 
 // loadVocab reads the tokenizer metadata of the GGUF file at path.
 func loadVocab(t *testing.T, path string) Vocab {

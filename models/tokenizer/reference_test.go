@@ -1,6 +1,8 @@
 package tokenizer
 
 import (
+	"hybrid/internal/testmodels"
+
 	"bufio"
 	"bytes"
 	"encoding/binary"
@@ -28,7 +30,7 @@ var (
 // stories260K loads the tokenizer of the shared stories260K.gguf.
 func stories260K(t *testing.T) *Tokenizer {
 	t.Helper()
-	v := loadVocab(t, filepath.Join(testModelsDir(t), "stories260K.gguf"))
+	v := loadVocab(t, filepath.Join(testmodels.Dir(t), "stories260K.gguf"))
 	tok, err := New(v)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +41,7 @@ func stories260K(t *testing.T) *Tokenizer {
 // TestReferencePrompts checks the prompt tokens that llama.cpp recorded in
 // the shared reference runs, for every model file that has them.
 func TestReferencePrompts(t *testing.T) {
-	dir := testModelsDir(t)
+	dir := testmodels.Dir(t)
 	files, err := filepath.Glob(filepath.Join(dir, "reference", "*.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +163,7 @@ var goldenVariants = []struct {
 // TestLlamaCppGolden checks Encode against ids that llama.cpp produced for
 // goldenCases on stories260K.gguf and its tied-score variants.
 func TestLlamaCppGolden(t *testing.T) {
-	model := filepath.Join(testModelsDir(t), "stories260K.gguf")
+	model := filepath.Join(testmodels.Dir(t), "stories260K.gguf")
 	for _, gv := range goldenVariants {
 		t.Run(gv.name, func(t *testing.T) {
 			v := loadVocab(t, model)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"hybrid/internal/testmodels"
+
 	"bytes"
 	"encoding/json"
 	"os"
@@ -8,17 +10,6 @@ import (
 	"strings"
 	"testing"
 )
-
-// modelsDir is HYBRID_TEST_MODELS; in CI its absence is a failure, elsewhere
-// the shared models' cases are skipped.
-func modelsDir(t *testing.T) string {
-	t.Helper()
-	d := os.Getenv("HYBRID_TEST_MODELS")
-	if d == "" && os.Getenv("CI") != "" {
-		t.Fatal("HYBRID_TEST_MODELS is not set: CI must export the absolute path of ../shared/models")
-	}
-	return d
-}
 
 // Bounds on the first step's max |Δlogit| / max|logit| against cpu-only on
 // the simulated M4 Pro. Float files (F32, F16) see the fp16 rounding alone:
@@ -47,7 +38,7 @@ func TestFP16ErrorIsBounded(t *testing.T) {
 		quant    bool
 	}
 	jobs := []job{{"", defaultPrompts, []string{"metal-only", "mac-hybrid", filepath.Join("..", "ane-max.yaml")}, false}}
-	if dir := modelsDir(t); dir != "" {
+	if dir, ok := testmodels.Find(); ok {
 		files, err := filepath.Glob(filepath.Join(dir, "*.gguf"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("no models in %s", dir)
@@ -60,7 +51,10 @@ func TestFP16ErrorIsBounded(t *testing.T) {
 			jobs = append(jobs, job{f, ps, []string{"metal-only", "mac-hybrid"}, strings.Contains(filepath.Base(f), "-Q")})
 		}
 	} else {
-		t.Log("HYBRID_TEST_MODELS is not set: the built-in model only")
+		if testmodels.InCI() {
+			t.Fatalf("the shared test models are missing (%s): CI must have them", dir)
+		}
+		t.Log("no shared test models: the built-in model only")
 	}
 	for _, j := range jobs {
 		runs, err := Measure(j.model, j.prompts, j.policies, "m4-pro", 16, 1)

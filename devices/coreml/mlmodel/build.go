@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // OutputName is the name of every program's one output feature.

@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // randF16 returns n binary16 values of normally distributed numbers times

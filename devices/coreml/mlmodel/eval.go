@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // Eval runs m on the host: the reference for what CoreML computes with it. It

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 func randVec(r *rand.Rand, n int, scale float64) []float32 {

@@ -3,7 +3,7 @@ package kernels
 import (
 	"math"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // xrow is one activation row prepared for a weight type's kernel. Which fields

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // TinyLlama's mat-vec shapes (rows×cols): attention q/o, MLP gate/up, MLP

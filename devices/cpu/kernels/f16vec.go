@@ -4,7 +4,7 @@ import (
 	"math"
 	"unsafe"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // The f16 vector primitives of attention over an f16 KV cache, with

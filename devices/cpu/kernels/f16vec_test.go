@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // TestF16VectorOpsMatchDefinition checks the f16 primitives (assembly where

@@ -3,7 +3,7 @@ package kernels
 import (
 	"encoding/binary"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // The portable BF16 dot product (F32 and F16 follow llama.cpp's order, in

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // TestFloatOrderAssembly checks that the float row kernels in use (assembly

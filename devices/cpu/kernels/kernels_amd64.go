@@ -5,7 +5,7 @@ package kernels
 import (
 	"unsafe"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // The assembly row kernels. Each computes y[r] for rows consecutive weight

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 var allTypes = []quant.Type{

@@ -1,6 +1,6 @@
 package kernels
 
-import "hybrid/models/quant"
+import "hybrid/quant"
 
 // Portable dot products of the K-quant super-blocks (256 elements) with
 // activations quantized by quantize256. Sub-block sums are exact integers; the

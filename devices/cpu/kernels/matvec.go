@@ -3,7 +3,7 @@ package kernels
 import (
 	"fmt"
 
-	"hybrid/models/quant"
+	"hybrid/quant"
 )
 
 // kernel is how one weight type is multiplied: how activations are prepared

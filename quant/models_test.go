@@ -1,38 +1,30 @@
 package quant
 
 import (
+	"hybrid/internal/testmodels"
+
 	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"testing"
 )
-
-// modelsDir is where the shared test models live: $HYBRID_TEST_MODELS, or
-// shared/models beside the project root.
-func modelsDir() string {
-	if d := os.Getenv("HYBRID_TEST_MODELS"); d != "" {
-		return d
-	}
-	return filepath.Join("..", "..", "..", "shared", "models")
-}
 
 // TestModelFilesLlamaQuantize re-quantizes every tensor of the F32
 // stories260K.gguf with Quantize and compares the bytes with the files that
 // llama.cpp's llama-quantize wrote (no importance matrix, so its reference
 // quantizers): they must be identical.
 func TestModelFilesLlamaQuantize(t *testing.T) {
-	orig, err := readTinyGGUF(filepath.Join(modelsDir(), "stories260K.gguf"))
+	orig, err := readTinyGGUF(testmodels.Path(t, "stories260K.gguf"))
 	if err != nil {
-		t.Skipf("no test model: %v", err)
+		t.Fatalf("test model: %v", err)
 	}
 	for _, name := range []string{"F16", "Q8_0", "Q4_0", "Q4_K_M"} {
 		t.Run(name, func(t *testing.T) {
-			q, err := readTinyGGUF(filepath.Join(modelsDir(), "stories260K-"+name+".gguf"))
+			q, err := readTinyGGUF(testmodels.Path(t, "stories260K-"+name+".gguf"))
 			if err != nil {
-				t.Skipf("no test model: %v", err)
+				t.Fatalf("test model: %v", err)
 			}
 			checked := map[Type]int{}
 			for tn, qt := range q {
