@@ -31,20 +31,70 @@ type Info struct {
 	Precision string
 	// Threads is the worker threads of a host CPU device; 0 for others.
 	Threads int
+	// KVBytes is the bytes one element of the device's KV cache takes: 2
+	// for an f16 cache (the CPU device, as llama.cpp's default), 4 for f32.
+	// 0 means the default, f16. The planner sizes the cache with it.
+	KVBytes int
+	// FusionWindow is how many ops after a value's last reader the device
+	// may still be reading it: a device that launches up to k neighbouring
+	// ops as one kernel (the CUDA device fuses a decode step's ops in
+	// groups) reads an input while the group writes its outputs, so the
+	// executor reuses no buffer within that many ops. 0 for devices that
+	// run each op alone.
+	FusionWindow int
 }
 
+// KVElemBytes is d's KVBytes, or 2 (f16) when it declares none.
+func (d Info) KVElemBytes() int {
+	if d.KVBytes > 0 {
+		return d.KVBytes
+	}
+	return 2
+}
+
+// Host is the pseudo-device of host memory: the per-op ablation copies every
+// value through it, and cost models price copies to and from it as copies
+// to the host CPU.
+var Host = Info{Name: "host", Kind: "cpu"}
+
 // Simulator is implemented by simulated devices: the time an op or a copy
-// costs comes from a model, and the executor records that instead of the
-// wall time of computing it on the host.
+// costs comes from a model of the hardware the device stands for, and the
+// executor and the planner use that instead of the wall time of computing
+// it on the host.
 type Simulator interface {
 	// OpTime is the modelled time of op at step st.
 	OpTime(op *ops.Op, st ops.Step) time.Duration
+	// CopyTime is the modelled time of copying bytes of f32 from one device
+	// to another, one of them this one (Host for host memory); ok is false
+	// when the model has no link between them.
+	CopyTime(from, to Info, bytes int64) (d time.Duration, ok bool)
 }
 
 // Buffer is an f32 activation buffer that lives on one device.
 type Buffer interface {
 	// Len is the buffer's size in f32 elements.
 	Len() int
+}
+
+// Allocator is the memory half of a device: f32 buffers it owns, views of
+// them, and copies to and from the host.
+type Allocator interface {
+	// Alloc returns an f32 buffer of n elements.
+	Alloc(n int) (Buffer, error)
+	// Free releases a buffer Alloc returned, and with it the memory its
+	// views share; neither may be used again. Freeing a view, a buffer of
+	// another device or a buffer twice is an error.
+	Free(b Buffer) error
+	// View returns a buffer of the first n elements of b that shares b's
+	// memory, so that buffers can be reused by values of different sizes and
+	// every op sees its values at their exact length.
+	View(b Buffer, n int) (Buffer, error)
+	// Write copies host data into dst; Read copies src to the host. Both
+	// take effect in order with the ops Run before them: Write after they
+	// have read dst, Read after they have written src (a device that queues
+	// ops finishes them first), so no Sync is needed around either.
+	Write(dst Buffer, src []float32) error
+	Read(dst []float32, src Buffer) error
 }
 
 // Device is one piece of hardware that runs ops.
@@ -58,21 +108,11 @@ type Device interface {
 	// LoadWeight makes a weight resident in its stored (quantized) form. data is
 	// the tensor's bytes as the file holds them; a device may keep the slice.
 	LoadWeight(w *ops.Weight, data []byte) error
-	// Alloc returns an f32 buffer of n elements.
-	Alloc(n int) (Buffer, error)
-	// View returns a buffer of the first n elements of b that shares b's
-	// memory, so that buffers can be reused by values of different sizes and
-	// every op sees its values at their exact length.
-	View(b Buffer, n int) (Buffer, error)
+	// Allocator holds the device's f32 activation buffers.
+	Allocator
 	// Run executes op for step st, reading in (one buffer per op input) and
 	// writing out.
 	Run(op *ops.Op, st ops.Step, in []Buffer, out Buffer) error
-	// Write copies host data into dst; Read copies src to the host. Both
-	// take effect in order with the ops Run before them: Write after they
-	// have read dst, Read after they have written src (a device that queues
-	// ops finishes them first), so no Sync is needed around either.
-	Write(dst Buffer, src []float32) error
-	Read(dst []float32, src Buffer) error
 	// Sync waits for all work the device has been given.
 	Sync() error
 	// MemoryUsed is the bytes held: weights, buffers and KV cache.

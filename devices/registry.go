@@ -75,6 +75,31 @@ func Discover(opts Options) ([]Device, []Missing) {
 	return devs, missing
 }
 
+var hints []func(ref string) string
+
+// RegisterNameHint adds an explanation of device names that discovery does
+// not find: a package whose devices come from elsewhere (simulated devices,
+// from a hardware profile) says where. It is called from init.
+func RegisterNameHint(h func(ref string) string) {
+	mu.Lock()
+	defer mu.Unlock()
+	hints = append(hints, h)
+}
+
+// NameHint says where devices named like ref come from, when a registered
+// package knows; "" otherwise.
+func NameHint(ref string) string {
+	mu.Lock()
+	hs := hints
+	mu.Unlock()
+	for _, h := range hs {
+		if s := h(ref); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
 // ErrNotAvailable is wrapped by backends' errors when their hardware or
 // build support is absent.
 var ErrNotAvailable = fmt.Errorf("not available")

@@ -4,6 +4,7 @@ package coreml
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -29,7 +30,10 @@ type Device struct {
 }
 
 // Buffer is a CoreML device buffer: f32 host memory outside the Go heap.
-type Buffer struct{ F []float32 }
+type Buffer struct {
+	F   []float32
+	mem []byte // the mapping of a buffer from Alloc; nil for a view or once freed
+}
 
 // Len implements devices.Buffer.
 func (b *Buffer) Len() int { return len(b.F) }
@@ -93,7 +97,36 @@ func (d *Device) Alloc(n int) (devices.Buffer, error) {
 	d.maps = append(d.maps, m)
 	d.mem += int64(len(m))
 	d.mu.Unlock()
-	return &Buffer{F: unsafe.Slice((*float32)(unsafe.Pointer(&m[0])), n)}, nil
+	return &Buffer{F: unsafe.Slice((*float32)(unsafe.Pointer(&m[0])), n), mem: m}, nil
+}
+
+// Free implements devices.Allocator: it unmaps the buffer (predictions are
+// synchronous, so nothing still reads it).
+func (d *Device) Free(b devices.Buffer) error {
+	cb, err := d.buf(b)
+	if err != nil {
+		return err
+	}
+	if len(cb.F) == 0 && cb.mem == nil {
+		return nil // an empty buffer holds no mapping
+	}
+	if cb.mem == nil {
+		return fmt.Errorf("coreml: free of a view or of a buffer freed before")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i := slices.IndexFunc(d.maps, func(m []byte) bool { return &m[0] == &cb.mem[0] })
+	if i < 0 {
+		return fmt.Errorf("coreml: free of a buffer this device does not hold")
+	}
+	d.maps = slices.Delete(d.maps, i, i+1)
+	d.mem -= int64(len(cb.mem))
+	err = syscall.Munmap(cb.mem)
+	cb.F, cb.mem = nil, nil
+	if err != nil {
+		return fmt.Errorf("coreml: unmap buffer: %w", err)
+	}
+	return nil
 }
 
 // View implements devices.Device.

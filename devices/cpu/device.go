@@ -23,6 +23,7 @@ type Device struct {
 	weights map[string]*weight
 	kv      map[int]*kvCache // by layer
 	mem     int64            // bytes of buffers, dequantized vectors and KV cache
+	kvBytes int64            // of which KV cache
 	mapped  int64            // bytes of weights used in place from the file
 }
 
@@ -42,8 +43,12 @@ type kvCache struct {
 	dim  int
 }
 
-// Buffer is a CPU activation buffer.
-type Buffer struct{ F []float32 }
+// Buffer is a CPU activation buffer. A view shares its base's memory; only
+// a base (from Alloc) can be freed.
+type Buffer struct {
+	F    []float32
+	base bool // from Alloc, not View; false once freed
+}
 
 // Len implements devices.Buffer.
 func (b *Buffer) Len() int { return len(b.F) }
@@ -126,7 +131,24 @@ func (d *Device) Alloc(n int) (devices.Buffer, error) {
 	d.mu.Lock()
 	d.mem += 4 * int64(n)
 	d.mu.Unlock()
-	return &Buffer{F: make([]float32, n)}, nil
+	return &Buffer{F: make([]float32, n), base: true}, nil
+}
+
+// Free implements devices.Allocator.
+func (d *Device) Free(b devices.Buffer) error {
+	cb, err := d.buf(b)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !cb.base {
+		return fmt.Errorf("cpu: %s: free of a view or of a buffer freed before", d.name)
+	}
+	cb.base = false
+	d.mem -= 4 * int64(cap(cb.F))
+	cb.F = nil
+	return nil
 }
 
 // View implements devices.Device.
@@ -176,9 +198,17 @@ func (d *Device) Close() error {
 	d.pool.Close()
 	d.mu.Lock()
 	d.weights, d.kv = map[string]*weight{}, map[int]*kvCache{}
-	d.mem, d.mapped = 0, 0
+	d.mem, d.mapped, d.kvBytes = 0, 0, 0
 	d.mu.Unlock()
 	return nil
+}
+
+// KVCacheBytes is the part of MemoryUsed that is KV cache (f16 keys and
+// values).
+func (d *Device) KVCacheBytes() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.kvBytes
 }
 
 func (d *Device) buf(b devices.Buffer) (*Buffer, error) {
@@ -197,9 +227,11 @@ func (d *Device) cache(layer int, a ops.AttnParams) *kvCache {
 	if c == nil || len(c.k) < a.Context*dim || c.dim != dim {
 		if old := d.kv[layer]; old != nil {
 			d.mem -= 4 * int64(len(old.k))
+			d.kvBytes -= 4 * int64(len(old.k))
 		}
 		c = &kvCache{k: make([]uint16, a.Context*dim), v: make([]uint16, a.Context*dim), dim: dim}
 		d.mem += 4 * int64(a.Context*dim)
+		d.kvBytes += 4 * int64(a.Context*dim)
 		d.kv[layer] = c
 	}
 	return c

@@ -72,7 +72,7 @@ type Device struct {
 	k      *kernels
 	slots  [maxArgs]uint64
 	kv     map[int]*kvCache
-	allocs []dptr
+	allocs map[dptr]int64 // bytes of every live allocation
 	used   int64
 	tokens dptr   // the step on the device: its position, then its token ids
 	ntok   int    // token ids tokens has room for
@@ -102,11 +102,13 @@ type kvCache struct {
 	ctx, dim int
 }
 
-// Buffer is an f32 buffer in GPU memory.
+// Buffer is an f32 buffer in GPU memory. A view shares its base's memory;
+// only a base (from Alloc) can be freed.
 type Buffer struct {
-	dev *Device
-	ptr dptr
-	n   int
+	dev  *Device
+	ptr  dptr
+	n    int
+	base bool // from Alloc, not View; false once freed
 }
 
 // Len implements devices.Buffer.
@@ -201,7 +203,7 @@ func (d *Device) Name() string { return d.name }
 
 // Info implements devices.Device.
 func (d *Device) Info() devices.Info {
-	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, Detail: fmt.Sprintf("%s, %.1f GiB, PTX compute_80 kernels, f32 KV cache", d.gpu, float64(d.total)/(1<<30))}
+	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, KVBytes: 4, FusionWindow: fusionWindow, Detail: fmt.Sprintf("%s, %.1f GiB, PTX compute_80 kernels, f32 KV cache", d.gpu, float64(d.total)/(1<<30))}
 }
 
 // Supports implements devices.Device.
@@ -283,17 +285,36 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 	})
 }
 
-// alloc takes n bytes of device memory (device thread only). Memory is freed
-// when the device closes: the interface has no Free.
+// alloc takes n bytes of device memory (device thread only).
 func (d *Device) alloc(n int64) (dptr, error) {
 	p, err := memAlloc(max(n, 4))
 	if err != nil {
 		return 0, fmt.Errorf("cuMemAlloc(%d bytes) with %d in use: %w", n, d.used, err)
 	}
-	d.allocs = append(d.allocs, p)
+	if d.allocs == nil {
+		d.allocs = map[dptr]int64{}
+	}
+	d.allocs[p] = n
 	d.used += n
 	d.freeGraphs() // a graph may hold a pointer that this one replaces
 	return p, nil
+}
+
+// release frees an allocation of alloc (device thread only), after the work
+// queued before it that may still read it; captured graphs that may hold the
+// pointer are dropped.
+func (d *Device) release(p dptr) error {
+	n, ok := d.allocs[p]
+	if !ok {
+		return fmt.Errorf("free of memory this device did not allocate")
+	}
+	if err := synchronize(); err != nil {
+		return err
+	}
+	d.freeGraphs()
+	delete(d.allocs, p)
+	d.used -= n
+	return memFree(p)
 }
 
 // Alloc implements devices.Device.
@@ -301,7 +322,7 @@ func (d *Device) Alloc(n int) (devices.Buffer, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("cuda: negative buffer size %d", n)
 	}
-	b := &Buffer{dev: d, n: n}
+	b := &Buffer{dev: d, n: n, base: true}
 	err := d.do(func() error {
 		var err error
 		b.ptr, err = d.alloc(4 * int64(n))
@@ -311,6 +332,23 @@ func (d *Device) Alloc(n int) (devices.Buffer, error) {
 		return nil, fmt.Errorf("cuda: %s: %w", d.name, err)
 	}
 	return b, nil
+}
+
+// Free implements devices.Allocator: the ops queued before it run first.
+func (d *Device) Free(b devices.Buffer) error {
+	cb, err := d.buf(b)
+	if err != nil {
+		return err
+	}
+	if !cb.base {
+		return fmt.Errorf("cuda: %s: free of a view or of a buffer freed before", d.name)
+	}
+	err = d.do(func() error { return d.release(cb.ptr) })
+	cb.base = false
+	if err != nil {
+		return fmt.Errorf("cuda: %s: %w", d.name, err)
+	}
+	return nil
 }
 
 // View implements devices.Device.
@@ -424,7 +462,7 @@ func (d *Device) Close() error {
 		d.freeGraphs()
 		d.stream.destroy()
 		d.stream = stream{}
-		for _, p := range d.allocs {
+		for p := range d.allocs {
 			if err := memFree(p); err != nil {
 				errs = append(errs, err)
 			}

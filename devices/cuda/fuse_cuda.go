@@ -44,6 +44,12 @@ func stageBytes(t quant.Type, cols int) int {
 	return 4 * cols
 }
 
+// fusionWindow is the most ops a unit spans (a norm and three mat-vecs of
+// its output): a unit's blocks read an input while others write outputs, so
+// the executor must not give an output the buffer of a value read within
+// that many ops before it (devices.Info.FusionWindow).
+const fusionWindow = 4
+
 // fusion is how a unit is launched.
 type fusion uint8
 

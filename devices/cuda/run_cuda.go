@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -320,6 +321,11 @@ func (d *Device) uploadStep(pos int, toks []int32) error {
 		if err != nil {
 			return err
 		}
+		if d.tokens != 0 {
+			if err := d.release(d.tokens); err != nil {
+				return err
+			}
+		}
 		d.tokens, d.ntok = p, n
 	}
 	s, err := d.staging(4 * (1 + len(toks)))
@@ -366,7 +372,13 @@ func (d *Device) kvFor(op *ops.Op) (*kvCache, error) {
 	dim := a.KVHeads * a.HeadDim
 	c := d.kv[op.Layer]
 	if c == nil || c.ctx < a.Context || c.dim != dim {
-		// A replaced cache's memory stays allocated until Close.
+		if c != nil {
+			// A replaced cache (a larger context) is freed first.
+			delete(d.kv, op.Layer)
+			if err := errors.Join(d.release(c.k), d.release(c.v)); err != nil {
+				return nil, fmt.Errorf("KV cache: %w", err)
+			}
+		}
 		k, err := d.alloc(4 * int64(a.Context*dim))
 		if err != nil {
 			return nil, fmt.Errorf("KV cache: %w", err)

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -85,10 +86,11 @@ type kvCache struct {
 
 // Buffer is an f32 buffer in shared memory: n elements from byte off of buf.
 type Buffer struct {
-	dev *Device
-	buf *mtl.Buffer
-	off int
-	n   int
+	dev  *Device
+	buf  *mtl.Buffer
+	off  int
+	n    int
+	base bool // from Alloc, not View; false once freed
 }
 
 // Len implements devices.Buffer.
@@ -206,6 +208,35 @@ func (d *Device) alloc(n int) (*mtl.Buffer, error) {
 	return b, nil
 }
 
+// Free implements devices.Allocator: the work queued before it finishes,
+// then the buffer is released.
+func (d *Device) Free(b devices.Buffer) error {
+	mb, err := d.buf(b)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.live(); err != nil {
+		return err
+	}
+	if !mb.base {
+		return fmt.Errorf("metal: free of a view or of a buffer freed before")
+	}
+	if err := d.flush(); err != nil {
+		return err
+	}
+	i := slices.Index(d.bufs, mb.buf)
+	if i < 0 {
+		return fmt.Errorf("metal: free of a buffer this device does not hold")
+	}
+	d.bufs = slices.Delete(d.bufs, i, i+1)
+	d.used -= int64(mb.buf.Length())
+	mb.buf.Release()
+	mb.base, mb.buf = false, nil
+	return nil
+}
+
 // Alloc implements devices.Device.
 func (d *Device) Alloc(n int) (devices.Buffer, error) {
 	if n < 0 {
@@ -220,7 +251,7 @@ func (d *Device) Alloc(n int) (devices.Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Buffer{dev: d, buf: b, n: n}, nil
+	return &Buffer{dev: d, buf: b, n: n, base: true}, nil
 }
 
 // View implements devices.Device.

@@ -30,10 +30,10 @@ var (
 	_ devices.Simulator = (*Device)(nil)
 )
 
-// New returns the simulated device for spec, named "sim:"+spec.Name,
+// New returns the simulated device for spec, named prefix+spec.Name,
 // computing on threads host threads (all cores when threads <= 0).
 func New(spec *Spec, hw *Hardware, threads int) *Device {
-	return &Device{Device: cpu.New("sim:"+spec.Name, threads), spec: spec, hw: hw}
+	return &Device{Device: cpu.New(prefix+spec.Name, threads), spec: spec, hw: hw}
 }
 
 // Open returns a simulated device for every device of the profile, in the
@@ -68,6 +68,7 @@ func (d *Device) Info() devices.Info {
 		Simulated: true,
 		Memory:    s.memoryBytes(),
 		Precision: prec,
+		KVBytes:   s.KVBytes,
 		Detail: fmt.Sprintf("simulated %s %s (%s): %g GB/s, %g TFLOPS, %g µs per op%s; computes on the host CPU, %d threads",
 			d.hw.Name, s.Name, shortSource(d.hw.Source), s.BandwidthGBs, s.TFLOPS, s.LaunchUS, fp16, d.Threads()),
 	}

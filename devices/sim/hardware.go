@@ -31,7 +31,7 @@ type Hardware struct {
 
 // Spec is one device of a profile: a roofline with a fixed cost per op.
 type Spec struct {
-	Name         string // the simulated device is "sim:"+Name
+	Name         string // the simulated device is prefix+Name
 	Kind         string // cpu, cuda, metal or coreml
 	MemoryGB     float64
 	BandwidthGBs float64 // memory bandwidth, 1e9 bytes/s
@@ -43,6 +43,10 @@ type Spec struct {
 	// costs.
 	FP16        bool
 	Conversions Conversions
+	// KVBytes is the bytes per element of the KV cache the hardware's
+	// device keeps (kv_cache: f16, the default, or f32): the simulated
+	// device charges its memory at that size.
+	KVBytes int
 	// Efficiency is the fraction of both rates an op kind reaches;
 	// WeightEfficiency refines it by the type of the op's weight
 	// ("mat_mul/q4_0" in a profile). Kinds in neither reach

@@ -43,6 +43,7 @@ type specFile struct {
 	TFLOPS       float64            `yaml:"tflops"`
 	LaunchUS     float64            `yaml:"launch_us"`
 	FP16         bool               `yaml:"fp16"`
+	KVCache      string             `yaml:"kv_cache"`
 	Efficiency   map[string]float64 `yaml:"efficiency"`
 	Compute      map[string]float64 `yaml:"compute_efficiency"`
 	Unsupported  []string           `yaml:"unsupported"`
@@ -286,7 +287,14 @@ func (p *parser) spec(m node, sf *specFile) (*Spec, error) {
 		return nil, fail("launch_us", "launch_us must be >= 0")
 	}
 	s := &Spec{Name: sf.Name, Kind: sf.Kind, MemoryGB: sf.MemoryGB, BandwidthGBs: sf.BandwidthGBs, TFLOPS: sf.TFLOPS,
-		LaunchUS: sf.LaunchUS, FP16: sf.FP16, Unsupported: map[ops.Kind]bool{}}
+		LaunchUS: sf.LaunchUS, FP16: sf.FP16, KVBytes: 2, Unsupported: map[ops.Kind]bool{}}
+	switch sf.KVCache {
+	case "", "f16":
+	case "f32":
+		s.KVBytes = 4
+	default:
+		return nil, fail("kv_cache", "kv_cache %q: want f16 or f32", sf.KVCache)
+	}
 	var err error
 	if s.Efficiency, s.WeightEfficiency, err = p.efficiencies(m, "efficiency", sf.Name, sf.Efficiency); err != nil {
 		return nil, err

@@ -109,7 +109,7 @@ func TestBadProfilesNameFileAndLine(t *testing.T) {
 	const kindList = "embed, rms_norm, mat_mul, rope, attention, silu_mul, add, last_row"
 	cases := []struct{ name, text, want string }{
 		{"unknown key", edit(7, "    bandwith_gbs: 100"),
-			`x.yaml:7: unknown key "bandwith_gbs" in devices[0] (known: name, kind, memory_gb, bandwidth_gbs, tflops, launch_us, fp16, efficiency, compute_efficiency, unsupported)`},
+			`x.yaml:7: unknown key "bandwith_gbs" in devices[0] (known: name, kind, memory_gb, bandwidth_gbs, tflops, launch_us, fp16, kv_cache, efficiency, compute_efficiency, unsupported)`},
 		{"unknown top-level key", edit(16, "link:"), `x.yaml:16: unknown key "link" in the profile (known: name, source, devices, links)`},
 		{"key twice", edit(9, "    launch_us: 5\n    tflops: 11"), `x.yaml:10: key "tflops" given twice in devices[0] (first at line 8)`},
 		{"not a number", edit(7, "    bandwidth_gbs: fast"), `x.yaml:7: bandwidth_gbs: "fast" is not a number`},
