@@ -1,21 +1,42 @@
 package planner
 
 import (
+	"maps"
 	"time"
 
 	"hybrid/devices"
-	"hybrid/devices/sim"
 	"hybrid/ops"
 )
 
 // Costs predicts op and copy times. For each device it uses, in order: a
-// measurement from `hybrid profile` for the op's kind and shape; the device's
-// hardware profile (simulated devices); a roofline estimate from the op's
-// FLOPs and bytes with the default rates for its kind, which the plan says is
-// an estimate.
+// measurement from `hybrid profile` for the op's kind and shape; the model
+// of a simulated device (devices.Simulator: the hardware it stands for); a
+// roofline estimate from the op's FLOPs and bytes with the default rates for
+// its kind, which the plan says is an estimate.
 type Costs struct {
-	Profile  *Profile      // measured; may be nil
-	Hardware *sim.Hardware // the profile simulated devices come from; may be nil
+	Profile *Profile // measured; may be nil
+	// sims are the simulated candidates' models by device name (For).
+	sims map[string]devices.Simulator
+}
+
+// For returns costs that also know the models of the simulated devices
+// among cands; Make and Apply call it, and a caller that prices copies
+// itself (the executor's per-op ablation) uses its result.
+func (c *Costs) For(cands []Candidate) *Costs {
+	out := &Costs{}
+	if c != nil {
+		out.Profile = c.Profile
+		out.sims = maps.Clone(c.sims)
+	}
+	for _, cd := range cands {
+		if cd.Sim != nil {
+			if out.sims == nil {
+				out.sims = map[string]devices.Simulator{}
+			}
+			out.sims[cd.Info.Name] = cd.Sim
+		}
+	}
+	return out
 }
 
 // Default roofline rates by device kind, used only where nothing better is
@@ -46,23 +67,6 @@ const (
 	hostCopyRate    = 10e9
 )
 
-func (c *Costs) spec(d devices.Info) *sim.Spec {
-	if !d.Simulated || c.Hardware == nil {
-		return nil
-	}
-	if s, ok := c.Hardware.Spec(simName(d.Name)); ok {
-		return s
-	}
-	return nil
-}
-
-func simName(name string) string {
-	if len(name) > 4 && name[:4] == "sim:" {
-		return name[4:]
-	}
-	return name
-}
-
 // OpTime predicts op's time on d and says where the number comes from.
 func (c *Costs) OpTime(d devices.Info, op *ops.Op, tokens int) (time.Duration, string) {
 	if c.Profile != nil {
@@ -70,8 +74,8 @@ func (c *Costs) OpTime(d devices.Info, op *ops.Op, tokens int) (time.Duration, s
 			return t, "measured"
 		}
 	}
-	if s := c.spec(d); s != nil {
-		return s.OpTime(op), "simulated"
+	if s := c.sims[d.Name]; s != nil && d.Simulated {
+		return s.OpTime(op, ops.Step{}), "simulated"
 	}
 	r, ok := defaultRates[d.Kind]
 	if !ok {
@@ -104,10 +108,11 @@ func (c *Costs) CopyTime(from, to devices.Info, bytes int64) time.Duration {
 			return t
 		}
 	}
-	if c.Hardware != nil && (from.Simulated || to.Simulated) {
-		f, t := c.hwName(from), c.hwName(to)
-		if d, err := c.Hardware.CopyTime(f, t, bytes); err == nil {
-			return d
+	for _, d := range []devices.Info{from, to} {
+		if s := c.sims[d.Name]; s != nil && d.Simulated {
+			if t, ok := s.CopyTime(from, to, bytes); ok {
+				return t
+			}
 		}
 	}
 	if (from.Kind != "cpu" || to.Kind != "cpu") && !from.Simulated && !to.Simulated {
@@ -125,25 +130,6 @@ const (
 	deviceCopyLatency = 25 * time.Microsecond
 	deviceCopyRate    = 20e9
 )
-
-// hwName maps a device to its name in the hardware profile: a simulated
-// device by its own name, the host (and real CPUs) by the profile's CPU.
-func (c *Costs) hwName(d devices.Info) string {
-	if d.Simulated {
-		return simName(d.Name)
-	}
-	for _, s := range c.Hardware.Devices {
-		if s.Kind == "cpu" {
-			return s.Name
-		}
-	}
-	return d.Name
-}
-
-// hostInfo is the pseudo-device of host memory for the per-op ablation.
-func hostInfo() devices.Info {
-	return devices.Info{Name: Host, Kind: "cpu"}
-}
 
 func describe(d devices.Info) string {
 	if d.Simulated {

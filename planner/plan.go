@@ -36,7 +36,11 @@ type Plan struct {
 	// Memory is the bytes each device holds under the plan (weights, KV
 	// cache, activation values), by device name.
 	Memory map[string]int64
-	Notes  []string
+	// Resident is the part of Memory that stays for the whole run, weights
+	// and KV cache, which a device reports as it holds them; the rest is
+	// activation buffers, which the executor sizes for each step.
+	Resident map[string]int64
+	Notes    []string
 }
 
 // Transfer is one copy of a value to a device other than its producer's.
@@ -50,8 +54,6 @@ type Transfer struct {
 	Time       time.Duration
 }
 
-// Host is the device name the per-op ablation copies through.
-const Host = "host"
 
 // DeviceIndex returns the index of the named device in p.Devices, or -1.
 func (p *Plan) DeviceIndex(name string) int {
@@ -205,41 +207,51 @@ func perOpTransfers(g *ops.Graph, assign []string, isHost func(string) bool, cop
 		}
 		for _, in := range op.In {
 			b := g.Values[in].Bytes()
-			ts = append(ts, Transfer{Value: in, FromOp: producer[in], FromDevice: Host, ToDevice: d,
-				ToOps: []int{op.ID}, Bytes: b, Time: copyTime(Host, d, b)})
+			ts = append(ts, Transfer{Value: in, FromOp: producer[in], FromDevice: devices.Host.Name, ToDevice: d,
+				ToOps: []int{op.ID}, Bytes: b, Time: copyTime(devices.Host.Name, d, b)})
 		}
 		b := g.Values[op.Out].Bytes()
-		ts = append(ts, Transfer{Value: op.Out, FromOp: op.ID, FromDevice: d, ToDevice: Host,
-			Bytes: b, Time: copyTime(d, Host, b)})
+		ts = append(ts, Transfer{Value: op.Out, FromOp: op.ID, FromDevice: d, ToDevice: devices.Host.Name,
+			Bytes: b, Time: copyTime(d, devices.Host.Name, b)})
 	}
 	return ts
 }
 
 // memoryFor is what each device holds under a placement: each weight once,
-// the KV cache of its attention ops, and the values its ops produce or receive
-// (an upper bound: buffers are reused as values die).
-func memoryFor(g *ops.Graph, assign []string, kvBytes func(*ops.Op) int64) map[string]int64 {
-	mem := map[string]int64{}
+// the KV cache of its attention ops at the device's element size, and the
+// values its ops produce (an upper bound on the activations: buffers are
+// reused as values die). resident is the weights and KV cache alone.
+func (p *Plan) memoryFor(assign []string) (mem, resident map[string]int64) {
+	g := p.Graph
+	mem, resident = map[string]int64{}, map[string]int64{}
 	weights := map[string]bool{}
 	for i, op := range g.Ops {
 		d := assign[i]
 		if op.Weight != nil && !weights[d+"\x00"+op.Weight.Name] {
 			weights[d+"\x00"+op.Weight.Name] = true
-			mem[d] += op.Weight.Bytes()
+			resident[d] += op.Weight.Bytes()
 		}
 		if op.Kind == ops.Attention {
-			mem[d] += kvBytes(op)
+			elem := 2
+			if j := p.DeviceIndex(d); j >= 0 {
+				elem = p.Devices[j].KVElemBytes()
+			}
+			resident[d] += KVCacheBytes(op, elem)
 		}
 		mem[d] += g.Values[op.Out].Bytes()
 	}
-	return mem
+	for d, b := range resident {
+		mem[d] += b
+	}
+	return mem, resident
 }
 
-// KVCacheBytes is the f16 KV cache of one attention op (the CPU device's
-// layout; other devices declare theirs the same way).
-func KVCacheBytes(op *ops.Op) int64 {
+// KVCacheBytes is the KV cache of one attention op, keys and values for
+// every position of its context, at elem bytes an element (2 for the CPU
+// device's f16 cache, 4 for an f32 one: devices.Info.KVBytes).
+func KVCacheBytes(op *ops.Op, elem int) int64 {
 	a := op.Attn
-	return 2 * 2 * int64(a.Context) * int64(a.KVHeads*a.HeadDim)
+	return 2 * int64(elem) * int64(a.Context) * int64(a.KVHeads*a.HeadDim)
 }
 
 func sortedNames(m map[string]int64) []string {

@@ -115,7 +115,7 @@ func macPlansAgainstHand(t *testing.T, conv sim.Conversions) {
 	g := builtinGraph(t, 1)
 	hw, cands := m4(t)
 	hw.SetConversions(conv)
-	c := &Costs{Hardware: hw}
+	c := &Costs{}
 	for _, name := range []string{"metal-only", "mac-hybrid"} {
 		pol, err := LoadPolicy(name)
 		if err != nil {
@@ -184,7 +184,7 @@ func TestAutoNeverWorseThanSingleDevice(t *testing.T) {
 			t.Fatal(err)
 		}
 		cands := Candidates(sim.Open(hw, 1))
-		c := &Costs{Hardware: hw}
+		c := &Costs{}
 		for _, n := range []int{1, 32, 0} {
 			g := tinyLlamaGraph(t)
 			if n > 0 {
@@ -254,7 +254,7 @@ func TestMemoryCapSplitsTheModel(t *testing.T) {
 		}
 	}
 	pol := &Policy{Name: "capped", Transfers: "boundary", Memory: map[string]int64{"cuda": weights / 2}}
-	p, err := Make(g, cands, pol, &Costs{Hardware: hw})
+	p, err := Make(g, cands, pol, &Costs{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestMemoryCapSplitsTheModel(t *testing.T) {
 		t.Fatalf("placement %v does not split", pl)
 	}
 	// Uncapped, the GPU takes everything and is faster.
-	free, err := Make(g, cands, &Policy{Name: "free", Transfers: "boundary", Memory: map[string]int64{}}, &Costs{Hardware: hw})
+	free, err := Make(g, cands, &Policy{Name: "free", Transfers: "boundary", Memory: map[string]int64{}}, &Costs{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestMemoryCapSplitsTheModel(t *testing.T) {
 	}
 	t.Logf("TinyLlama on h100-sxm: uncapped %v %v; GPU capped at half the weights %v %v", free.Predicted, free.Placement(), p.Predicted, p.Placement())
 
-	checkBeatsFixedSplits(t, g, cands, pol, &Costs{Hardware: hw}, p, "sim:cuda", "sim:cpu", weights/2)
+	checkBeatsFixedSplits(t, g, cands, pol, &Costs{}, p, "sim:cuda", "sim:cpu", weights/2)
 
 	// The same with the default costs of a real H100 and a 16-thread host
 	// (no profile), capped at 300 MiB as bench/cuda/side-by-side.sh does:
@@ -351,12 +351,12 @@ func bestFixedSplit(t *testing.T, g *ops.Graph, cands []Candidate, pol *Policy, 
 // TestPlanShowsPrecision checks that a plan reports each device's precision:
 // mac-hybrid on the simulated M4 Pro puts silu·mul on the fp16 Neural Engine.
 func TestPlanShowsPrecision(t *testing.T) {
-	hw, cands := m4(t)
+	_, cands := m4(t)
 	pol, err := LoadPolicy("mac-hybrid")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Make(builtinGraph(t, 1), cands, pol, &Costs{Hardware: hw})
+	p, err := Make(builtinGraph(t, 1), cands, pol, &Costs{})
 	if err != nil {
 		t.Fatal(err)
 	}

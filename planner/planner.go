@@ -15,6 +15,8 @@ import (
 type Candidate struct {
 	Info     devices.Info
 	Supports func(*ops.Op) error
+	// Sim is the cost model of a simulated device, nil for a real one.
+	Sim devices.Simulator
 }
 
 // Candidates wraps devices for the planner.
@@ -22,6 +24,9 @@ func Candidates(devs []devices.Device) []Candidate {
 	out := make([]Candidate, len(devs))
 	for i, d := range devs {
 		out[i] = Candidate{Info: d.Info(), Supports: d.Supports}
+		if s, ok := d.(devices.Simulator); ok && out[i].Info.Simulated {
+			out[i].Sim = s
+		}
 	}
 	return out
 }
@@ -35,12 +40,14 @@ var ErrNoPlan = errors.New("no plan fits")
 // copies) under each device's memory budget. The result is never predicted
 // slower than the best single-device plan the policy allows.
 func Make(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, error) {
+	c = c.For(cands)
 	p, prob, caps, err := prepare(g, cands, pol, c)
 	if err != nil {
 		return nil, err
 	}
 	assign, err := solveWithin(prob, caps, func(a []int) map[string]int64 {
-		return memoryFor(g, names(p.Devices, a), KVCacheBytes)
+		mem, _ := p.memoryFor(names(p.Devices, a))
+		return mem
 	}, p.Devices)
 	if err != nil {
 		for j, d := range p.Devices {
@@ -58,6 +65,7 @@ func Make(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, error)
 // Apply costs a given placement (device names per op) of graph g, as Make
 // would have, without choosing it: a decode plan applied to a prefill step.
 func Apply(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, assign []string) (*Plan, error) {
+	c = c.For(cands)
 	p, _, _, err := prepare(g, cands, pol, c)
 	if err != nil {
 		return nil, err
@@ -137,7 +145,7 @@ func prepare(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, *Pr
 }
 
 func (p *Plan) copyTime(c *Costs, from, to string, bytes int64) time.Duration {
-	host := hostInfo()
+	host := devices.Host
 	fi, ti := host, host
 	if j := p.DeviceIndex(from); j >= 0 {
 		fi = p.Devices[j]
@@ -165,7 +173,7 @@ func (p *Plan) finish(c *Costs) {
 	for _, t := range p.Transfers {
 		p.Predicted += t.Time
 	}
-	p.Memory = memoryFor(g, p.Device, KVCacheBytes)
+	p.Memory, p.Resident = p.memoryFor(p.Device)
 	for i := range g.Ops {
 		j := p.DeviceIndex(p.Device[i])
 		if p.Source[i][j] == "roofline" {

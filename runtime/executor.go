@@ -6,6 +6,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -56,9 +57,10 @@ type compiled struct {
 	dev    []devices.Device // per op
 	out    []devices.Buffer // per value: on its producer's device
 	ins    [][]devices.Buffer
-	copies [][]copyStep // per op: copies to make after it runs
-	pre    [][]copyStep // per op: copies to make before it runs (per-op ablation)
-	hostV  [][]float32  // per value: host copy (per-op ablation)
+	copies [][]copyStep                        // per op: copies to make after it runs
+	pre    [][]copyStep                        // per op: copies to make before it runs (per-op ablation)
+	hostV  [][]float32                         // per value: host copy (per-op ablation)
+	bufs   map[devices.Device][]devices.Buffer // the buffers allocated for it, freed when it is dropped
 }
 
 type copyStep struct {
@@ -221,12 +223,12 @@ func (e *Executor) copy(c *compiled, cp copyStep) error {
 		if err := cp.from.Read(c.hostV[cp.value], cp.src); err != nil {
 			return err
 		}
-		from, to = cp.from.Info(), devices.Info{Name: "host", Kind: "cpu"}
+		from, to = cp.from.Info(), devices.Host
 	case cp.fromHost:
 		if err := cp.to.Write(cp.dst, c.hostV[cp.value]); err != nil {
 			return err
 		}
-		from, to = devices.Info{Name: "host", Kind: "cpu"}, cp.to.Info()
+		from, to = devices.Host, cp.to.Info()
 	default:
 		if cap(e.host) < n {
 			e.host = make([]float32, n)
@@ -272,15 +274,22 @@ type interval struct {
 	buf        *devices.Buffer
 }
 
+// compile returns the step of n tokens, building it the first time: each
+// op's device, where every value lives (layout), the per-op ablation's
+// buffers when asked for, and the buffers bound to each op (bind). Only the
+// decode step and the latest prefill shape are kept; a dropped step's
+// buffers are freed, so memory does not grow with every new prompt length.
 func (e *Executor) compile(n int) (*compiled, error) {
 	if c := e.steps[n]; c != nil {
 		return c, nil
 	}
 	if n != 1 {
-		// Keep the decode step and the latest prefill shape only.
-		for k := range e.steps {
+		for k, old := range e.steps {
 			if k != 1 {
 				delete(e.steps, k)
+				if err := old.free(); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
@@ -292,12 +301,40 @@ func (e *Executor) compile(n int) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &compiled{g: g, dev: dev, out: make([]devices.Buffer, len(g.Values)),
-		ins: make([][]devices.Buffer, len(g.Ops)), copies: make([][]copyStep, len(g.Ops)), pre: make([][]copyStep, len(g.Ops))}
-	producer := make([]int, len(g.Values))
-	for _, op := range g.Ops {
-		producer[op.Out] = op.ID
+	l := layoutFor(g, dev, e.opts.PerOp)
+	if e.opts.PerOp {
+		l.addPerOp(g, dev)
 	}
+	c, err := bind(g, dev, l)
+	if err != nil {
+		return nil, err
+	}
+	e.steps[n] = c
+	return c, nil
+}
+
+// layout is where one step's values live: the buffer intervals each device
+// needs, and the copies between devices.
+type layout struct {
+	need   map[devices.Device][]*interval
+	home   []*interval           // per value: on its producer's device
+	copies map[valueOn]*interval // a value's copy on a device that reads it
+	remote map[[2]int]*interval  // per-op ablation: (value, reading op) -> its buffer
+}
+
+// valueOn is a value on a device.
+type valueOn struct {
+	v int
+	d devices.Device
+}
+
+// layoutFor gives every value a buffer on its producer's device, live until
+// its last reader there, and, unless perOp, a copy to every other device that
+// reads it, made right after it is produced and kept until its last reader
+// there: a value crosses to a device once, however many ops read it.
+func layoutFor(g *ops.Graph, dev []devices.Device, perOp bool) *layout {
+	l := &layout{need: map[devices.Device][]*interval{}, home: make([]*interval, len(g.Values)),
+		copies: map[valueOn]*interval{}, remote: map[[2]int]*interval{}}
 	// Where each value is read: device -> last reading op.
 	lastOn := make([]map[devices.Device]int, len(g.Values))
 	for _, op := range g.Ops {
@@ -308,31 +345,21 @@ func (e *Executor) compile(n int) (*compiled, error) {
 			lastOn[in][dev[op.ID]] = op.ID
 		}
 	}
-	need := map[devices.Device][]*interval{}
-	remote := map[[2]int]*interval{} // (value, op reading it) -> its copy
-	type vd struct {
-		v int
-		d devices.Device
-	}
-	copies := map[vd]*interval{}
-	home := make([]*interval, len(g.Values))
 	for _, op := range g.Ops {
 		d := dev[op.ID]
 		end := op.ID
-		if l, ok := lastOn[op.Out][d]; ok {
-			end = l
+		if last, ok := lastOn[op.Out][d]; ok {
+			end = last
 		}
 		if op.Out == g.Output {
 			end = len(g.Ops)
 		}
 		iv := &interval{start: op.ID, end: end, elems: g.Values[op.Out].Elems()}
-		home[op.Out] = iv
-		need[d] = append(need[d], iv)
-		if e.opts.PerOp {
+		l.home[op.Out] = iv
+		l.need[d] = append(l.need[d], iv)
+		if perOp {
 			continue
 		}
-		// A copy to every other device that reads the value, made right
-		// after it is produced and kept until its last reader there.
 		var others []devices.Device
 		for od := range lastOn[op.Out] {
 			if od != d {
@@ -342,53 +369,73 @@ func (e *Executor) compile(n int) (*compiled, error) {
 		sort.Slice(others, func(i, j int) bool { return others[i].Name() < others[j].Name() })
 		for _, od := range others {
 			civ := &interval{start: op.ID, end: lastOn[op.Out][od], elems: iv.elems}
-			copies[vd{op.Out, od}] = civ
-			need[od] = append(need[od], civ)
+			l.copies[valueOn{op.Out, od}] = civ
+			l.need[od] = append(l.need[od], civ)
 		}
 	}
-	if e.opts.PerOp {
-		// Every input gets its own buffer on the op's device, live for the
-		// op only; every value keeps a host copy.
+	return l
+}
+
+// addPerOp adds the ablation's buffers: every input of every op gets its own
+// buffer on the op's device, live for that op only (bind fills it from the
+// value's host copy).
+func (l *layout) addPerOp(g *ops.Graph, dev []devices.Device) {
+	for _, op := range g.Ops {
+		for _, in := range op.In {
+			iv := &interval{start: op.ID, end: op.ID, elems: g.Values[in].Elems()}
+			l.remote[[2]int{in, op.ID}] = iv
+			l.need[dev[op.ID]] = append(l.need[dev[op.ID]], iv)
+		}
+	}
+}
+
+// bind allocates the layout's buffers on each device and gives every op its
+// input and output buffers and the copies to make around it.
+func bind(g *ops.Graph, dev []devices.Device, l *layout) (*compiled, error) {
+	c := &compiled{g: g, dev: dev, out: make([]devices.Buffer, len(g.Values)),
+		ins: make([][]devices.Buffer, len(g.Ops)), copies: make([][]copyStep, len(g.Ops)), pre: make([][]copyStep, len(g.Ops)),
+		bufs: map[devices.Device][]devices.Buffer{}}
+	perOp := len(l.remote) > 0
+	if perOp {
 		c.hostV = make([][]float32, len(g.Values))
 		for v := range g.Values {
 			c.hostV[v] = make([]float32, g.Values[v].Elems())
 		}
-		for _, op := range g.Ops {
-			for _, in := range op.In {
-				iv := &interval{start: op.ID, end: op.ID, elems: g.Values[in].Elems()}
-				remote[[2]int{in, op.ID}] = iv
-				need[dev[op.ID]] = append(need[dev[op.ID]], iv)
-			}
+	}
+	for d, ivs := range l.need {
+		bs, err := allocate(d, ivs)
+		c.bufs[d] = bs
+		if err != nil {
+			return nil, errors.Join(err, c.free())
 		}
 	}
-	for d, ivs := range need {
-		if err := allocate(d, ivs); err != nil {
-			return nil, err
-		}
+	producer := make([]int, len(g.Values))
+	for _, op := range g.Ops {
+		producer[op.Out] = op.ID
 	}
 	for v := range g.Values {
-		c.out[v] = *home[v].buf
+		c.out[v] = *l.home[v].buf
 	}
 	for _, op := range g.Ops {
 		d := dev[op.ID]
 		for _, in := range op.In {
 			switch {
-			case e.opts.PerOp:
-				b := *remote[[2]int{in, op.ID}].buf
+			case perOp:
+				b := *l.remote[[2]int{in, op.ID}].buf
 				c.ins[op.ID] = append(c.ins[op.ID], b)
 				c.pre[op.ID] = append(c.pre[op.ID], copyStep{value: in, to: d, dst: b, fromHost: true})
 			case dev[producer[in]] == d:
 				c.ins[op.ID] = append(c.ins[op.ID], c.out[in])
 			default:
-				c.ins[op.ID] = append(c.ins[op.ID], *copies[vd{in, d}].buf)
+				c.ins[op.ID] = append(c.ins[op.ID], *l.copies[valueOn{in, d}].buf)
 			}
 		}
-		if e.opts.PerOp {
+		if perOp {
 			c.copies[op.ID] = append(c.copies[op.ID], copyStep{value: op.Out, from: d, src: c.out[op.Out], toHost: true})
 			continue
 		}
 		var cs []copyStep
-		for k, civ := range copies {
+		for k, civ := range l.copies {
 			if k.v == op.Out {
 				cs = append(cs, copyStep{value: op.Out, from: d, to: k.d, src: c.out[op.Out], dst: *civ.buf})
 			}
@@ -396,22 +443,47 @@ func (e *Executor) compile(n int) (*compiled, error) {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].to.Name() < cs[j].to.Name() })
 		c.copies[op.ID] = cs
 	}
-	e.steps[n] = c
 	return c, nil
 }
 
-// reuseGap is how many ops after its last reader a buffer may be written
-// again. A device may launch a few neighbouring ops as one kernel (the CUDA
-// device fuses up to four in a decode step), whose blocks read an input
-// while others write outputs: an output must not take the buffer of a value
-// read within the group.
-const reuseGap = 4
+// free releases the step's buffers.
+func (c *compiled) free() error {
+	var errs []error
+	for d, bs := range c.bufs {
+		for _, b := range bs {
+			if err := d.Free(b); err != nil {
+				errs = append(errs, fmt.Errorf("runtime: %s: %w", d.Name(), err))
+			}
+		}
+	}
+	c.bufs = nil
+	return errors.Join(errs...)
+}
+
+// BufferBytes is the bytes of activation buffers the executor holds on each
+// device (by name) for the steps it keeps compiled.
+func (e *Executor) BufferBytes() map[string]int64 {
+	out := map[string]int64{}
+	for _, c := range e.steps {
+		for d, bs := range c.bufs {
+			for _, b := range bs {
+				out[d.Name()] += 4 * int64(b.Len())
+			}
+		}
+	}
+	return out
+}
 
 // allocate gives every interval on device d a buffer, reusing a buffer once
-// the interval holding it has ended reuseGap ops before (the first free one
-// large enough, or growing one), so that a step needs a few buffers per
-// device, not one per value.
-func allocate(d devices.Device, ivs []*interval) error {
+// the interval holding it has ended more than d's fusion window before (the
+// first free one large enough, or growing one), so that a step needs a few
+// buffers per device, not one per value. A device that launches up to k
+// neighbouring ops as one kernel reads an input while the group writes its
+// outputs, so an output must not take the buffer of a value read within the
+// group (devices.Info.FusionWindow). It returns the buffers it allocated,
+// also those allocated before an error.
+func allocate(d devices.Device, ivs []*interval) ([]devices.Buffer, error) {
+	window := d.Info().FusionWindow
 	sort.SliceStable(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })
 	type slot struct {
 		size int
@@ -422,7 +494,7 @@ func allocate(d devices.Device, ivs []*interval) error {
 	for _, iv := range ivs {
 		pick := -1
 		for i, s := range slots {
-			if s.free+reuseGap >= iv.start {
+			if s.free+window >= iv.start {
 				continue
 			}
 			if pick < 0 || (s.size >= iv.elems && (slots[pick].size < iv.elems || s.size < slots[pick].size)) {
@@ -438,18 +510,20 @@ func allocate(d devices.Device, ivs []*interval) error {
 		s.free = iv.end
 		s.ivs = append(s.ivs, iv)
 	}
+	var bufs []devices.Buffer
 	for _, s := range slots {
 		b, err := d.Alloc(s.size)
 		if err != nil {
-			return fmt.Errorf("runtime: %s: %w", d.Name(), err)
+			return bufs, fmt.Errorf("runtime: %s: %w", d.Name(), err)
 		}
+		bufs = append(bufs, b)
 		for _, iv := range s.ivs {
 			v, err := d.View(b, iv.elems)
 			if err != nil {
-				return fmt.Errorf("runtime: %s: %w", d.Name(), err)
+				return bufs, fmt.Errorf("runtime: %s: %w", d.Name(), err)
 			}
 			iv.buf = &v
 		}
 	}
-	return nil
+	return bufs, nil
 }

@@ -112,12 +112,13 @@ func NewSession(m *llama.Model, o SessionOptions) (*Session, error) {
 	if err := s.Policy.Check(infos, why); err != nil {
 		return nil, err
 	}
-	s.Costs = &planner.Costs{Hardware: s.Hardware}
+	costs := &planner.Costs{}
 	if o.Profile != "" {
-		if s.Costs.Profile, err = planner.LoadProfile(o.Profile); err != nil {
+		if costs.Profile, err = planner.LoadProfile(o.Profile); err != nil {
 			return nil, err
 		}
 	}
+	s.Costs = costs.For(planner.Candidates(s.Devices))
 	ctx := o.Context
 	if ctx <= 0 {
 		ctx = m.Config.Context

@@ -163,31 +163,20 @@ func cpuCount(o Options) int {
 	return n
 }
 
-// findDevice opens this machine's devices (with the hardware profile's
-// simulated ones when the name is one of theirs) and keeps the one named,
-// closing the rest.
+// findDevice opens this machine's devices and keeps the one named, closing
+// the rest; when none is and a hardware profile is given, it looks among the
+// profile's simulated devices too.
 func findDevice(o Options, cpus int) (devices.Device, error) {
 	so := runtime.SessionOptions{Threads: o.Threads, CPUs: cpus}
-	if strings.HasPrefix(o.Device, "sim:") {
+	found, names, missing, err := openNamed(so, o.Device)
+	if err != nil || found != nil {
+		return found, err
+	}
+	if o.Hardware != "" {
 		so.Hardware = o.Hardware
-	}
-	devs, missing, _, err := runtime.Devices(so)
-	if err != nil {
-		return nil, err
-	}
-	var found devices.Device
-	var names []string
-	for _, d := range devs {
-		in := d.Info()
-		names = append(names, in.Name)
-		if found == nil && (in.Name == o.Device || in.Kind == o.Device) {
-			found = d
-			continue
+		if found, names, _, err = openNamed(so, o.Device); err != nil || found != nil {
+			return found, err
 		}
-		d.Close()
-	}
-	if found != nil {
-		return found, nil
 	}
 	kind, _, _ := strings.Cut(o.Device, ":")
 	for _, m := range missing {
@@ -195,5 +184,31 @@ func findDevice(o Options, cpus int) (devices.Device, error) {
 			return nil, fmt.Errorf("verify: no %s device: %s", o.Device, m.Why)
 		}
 	}
-	return nil, fmt.Errorf("verify: no device %q on this machine (present: %s)", o.Device, strings.Join(names, ", "))
+	hint := ""
+	if h := devices.NameHint(o.Device); h != "" && o.Hardware == "" {
+		hint = "; " + h
+	}
+	return nil, fmt.Errorf("verify: no device %q on this machine (present: %s)%s", o.Device, strings.Join(names, ", "), hint)
+}
+
+// openNamed opens the devices so says and keeps the one named ref (by name,
+// or by kind), closing the rest; it also returns the names it saw and the
+// kinds missing.
+func openNamed(so runtime.SessionOptions, ref string) (devices.Device, []string, []devices.Missing, error) {
+	devs, missing, _, err := runtime.Devices(so)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var found devices.Device
+	var names []string
+	for _, d := range devs {
+		in := d.Info()
+		names = append(names, in.Name)
+		if found == nil && (in.Name == ref || in.Kind == ref) {
+			found = d
+			continue
+		}
+		d.Close()
+	}
+	return found, names, missing, nil
 }

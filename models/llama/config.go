@@ -201,8 +201,3 @@ func (c Config) OutputWeight() string {
 	}
 	return "output.weight"
 }
-
-// KVCacheBytes is the f32 KV cache's size for ctx positions.
-func (c Config) KVCacheBytes(ctx int) int64 {
-	return 2 * 4 * int64(c.Layers) * int64(ctx) * int64(c.KVHeads*c.HeadDim)
-}
