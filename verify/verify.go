@@ -119,6 +119,7 @@ func Run(o Options) (*Report, error) {
 	}
 	ref := cpu.New("cpu-reference", o.Threads)
 	defer ref.Close()
+	emit(Allocator(dev, ref))
 	for _, r := range Ops(dev, ref, o.Seed) {
 		emit(r)
 	}

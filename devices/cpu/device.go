@@ -46,8 +46,8 @@ type kvCache struct {
 // Buffer is a CPU activation buffer. A view shares its base's memory; only
 // a base (from Alloc) can be freed.
 type Buffer struct {
-	F    []float32
-	base bool // from Alloc, not View; false once freed
+	F     []float32
+	owner *Device // the device that allocated it: set on a base (from Alloc, not View) until it is freed
 }
 
 // Len implements devices.Buffer.
@@ -83,9 +83,7 @@ func (d *Device) Threads() int { return d.pool.Threads() }
 // Supports implements devices.Device: the CPU runs every op kind on every
 // supported weight type.
 func (d *Device) Supports(op *ops.Op) error {
-	switch op.Kind {
-	case ops.Embed, ops.RMSNorm, ops.MatMul, ops.RoPE, ops.Attention, ops.SiLUMul, ops.Add, ops.LastRow:
-	default:
+	if !op.Kind.Known() {
 		return fmt.Errorf("cpu: op %s: %w kind", op, devices.ErrUnsupported)
 	}
 	if op.Weight != nil && !op.Weight.Type.Supported() {
@@ -131,7 +129,7 @@ func (d *Device) Alloc(n int) (devices.Buffer, error) {
 	d.mu.Lock()
 	d.mem += 4 * int64(n)
 	d.mu.Unlock()
-	return &Buffer{F: make([]float32, n), base: true}, nil
+	return &Buffer{F: make([]float32, n), owner: d}, nil
 }
 
 // Free implements devices.Allocator.
@@ -142,10 +140,10 @@ func (d *Device) Free(b devices.Buffer) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !cb.base {
-		return fmt.Errorf("cpu: %s: free of a view or of a buffer freed before", d.name)
+	if cb.owner != d {
+		return fmt.Errorf("cpu: %s: free of a view, of a buffer freed before or of another device's buffer", d.name)
 	}
-	cb.base = false
+	cb.owner = nil
 	d.mem -= 4 * int64(cap(cb.F))
 	cb.F = nil
 	return nil

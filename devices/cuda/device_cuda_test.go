@@ -421,6 +421,11 @@ func TestDevice(t *testing.T) {
 	if err := g.Sync(); err != nil {
 		t.Fatal(err)
 	}
+	host := cpu.New("cpu", 1)
+	defer host.Close()
+	if r := verify.Allocator(g, host); r.Status != verify.Pass {
+		t.Fatalf("allocator: %s", r.Note)
+	}
 }
 
 // TestBandwidth measures what the report needs: mat-vec bandwidth of weight
