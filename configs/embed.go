@@ -1,6 +1,10 @@
 // Package configs embeds the shipped policies (policies/*.yaml) and hardware
 // profiles (hardware/*.yaml), so that the binary finds them from any
 // directory; files on disk are read by path instead.
+//
+// It also holds the one strict YAML decoder (Format.Decode) that reads
+// every config format: policies, hardware profiles and measured cost
+// profiles, each a *Error naming the file and line when it is malformed.
 package configs
 
 import "embed"

@@ -103,3 +103,55 @@ func NameHint(ref string) string {
 // ErrNotAvailable is wrapped by backends' errors when their hardware or
 // build support is absent.
 var ErrNotAvailable = fmt.Errorf("not available")
+
+// A Setting is an option for one kind of device that a policy file may give
+// as a top-level key (coreml_units). The device's package registers it from
+// init, on every system, and checks its values; the policy only passes them
+// on.
+type Setting struct {
+	Key string
+	Doc string // one line: what it sets, and its values
+	// Check returns an error saying what is wanted when value is not one
+	// (nil: any value will do).
+	Check func(value string) error
+}
+
+var settings = map[string]Setting{}
+
+// RegisterSetting makes a device setting known to policies. It panics if
+// the key is registered twice (a programming error).
+func RegisterSetting(s Setting) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := settings[s.Key]; dup || s.Key == "" {
+		panic("devices: setting " + s.Key + " registered twice or without a key")
+	}
+	settings[s.Key] = s
+}
+
+// Settings returns the registered settings, by key.
+func Settings() []Setting {
+	mu.Lock()
+	defer mu.Unlock()
+	out := make([]Setting, 0, len(settings))
+	for _, s := range settings {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// CheckSetting checks a value of the setting key with the package that
+// registered it.
+func CheckSetting(key, value string) error {
+	mu.Lock()
+	s, ok := settings[key]
+	mu.Unlock()
+	switch {
+	case !ok:
+		return fmt.Errorf("no device setting %q is registered", key)
+	case s.Check == nil:
+		return nil
+	}
+	return s.Check(value)
+}

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"hybrid/configs"
 	"hybrid/devices"
+	_ "hybrid/devices/coreml" // registers the coreml_units setting
 	"hybrid/ops"
 )
 
@@ -512,5 +514,80 @@ func TestPolicyFileFromDisk(t *testing.T) {
 	}
 	if p.Name != "mine" || p.Path != path || len(p.Rules) != 1 || p.Rules[0].Line != 3 {
 		t.Fatalf("%+v", p)
+	}
+}
+
+// TestPolicyErrorsAreTyped: parse and Check errors are *configs.Error with
+// the file and line, and a file over the size limit is refused by name.
+func TestPolicyErrorsAreTyped(t *testing.T) {
+	_, err := ParsePolicy([]byte("name: x\ntransfers: never\n"), "p.yaml")
+	var e *configs.Error
+	if !errors.As(err, &e) || e.Path != "p.yaml" || e.Line != 2 {
+		t.Fatalf("parse: %v is not a *configs.Error at p.yaml:2", err)
+	}
+	p, err := ParsePolicy([]byte("name: x\nrules:\n  - device: cuda\n"), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Check(polTwoCPUs, nil); !errors.As(err, &e) || e.Line != 3 {
+		t.Fatalf("check: %v is not a *configs.Error at line 3", err)
+	}
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, []byte("description: "+strings.Repeat("x", configs.MaxBytes)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadPolicy(big); !errors.As(err, &e) || e.Issue != configs.TooLarge || !strings.Contains(err.Error(), big+": larger than 1 MiB") {
+		t.Fatalf("a policy over the limit: %v", err)
+	}
+}
+
+// TestDeviceSettings: a policy's device settings are keys only when a
+// package registered them, and are checked by it.
+func TestDeviceSettings(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		line       int    // 0: parses
+		has        string // in the error
+	}{
+		{"given", "coreml_units: cpu_gpu\n", 0, ""},
+		{"no value", "name: x\ncoreml_units:\n", 2, "coreml_units has no value"},
+		{"a list", "coreml_units: [all]\n", 1, `coreml_units is a list, want a single value`},
+		{"twice", "coreml_units: all\ncoreml_units: cpu\n", 2, "coreml_units is given twice (first on line 1)"},
+		{"bad value", "name: x\ncoreml_units: gpu\n", 2, `coreml_units is "gpu": want cpu_ne, all, cpu_gpu or cpu`},
+		{"not registered", "metal_queues: 2\n", 1, `unknown key "metal_queues"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := ParsePolicy([]byte(c.text), "p.yaml")
+			if c.line == 0 {
+				if err != nil || p.CoreMLUnits != "cpu_gpu" || p.Settings["coreml_units"] != "cpu_gpu" {
+					t.Fatalf("%v; settings %v", err, p.Settings)
+				}
+				return
+			}
+			prefix := "p.yaml:" + strconv.Itoa(c.line) + ": "
+			if err == nil || !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), c.has) {
+				t.Fatalf("error %v, want %q ... %q", err, prefix, c.has)
+			}
+		})
+	}
+}
+
+// TestDeviceReferences: references are a lower-case word and ":" parts,
+// whatever package names the devices; the kind of an absent one is found
+// among the kinds known.
+func TestDeviceReferences(t *testing.T) {
+	for ref, ok := range map[string]bool{"cpu": true, "cuda:0": true, "cpu:1": true, "remote:metal": true, "remote:cuda:1": true,
+		"npu-2:a_b": true, "": false, "Cuda": false, "cuda:": false, ":0": false, "cuda 0": false, "1cpu": false, "cuda::0": false} {
+		if err := polCheckRef(ref); (err == nil) != ok {
+			t.Errorf("%q: %v", ref, err)
+		}
+	}
+	missing := map[string]string{"cuda": "not built with -tags cuda"}
+	for _, c := range []struct{ ref, kind string }{
+		{"cpu:1", "cpu"}, {"cuda:3", "cuda"}, {"remote:cuda:1", "cuda"}, {"remote:metal", "metal"}, {"remote:npu", "remote"}, {"npu", "npu"},
+	} {
+		if got := polRefKind(c.ref, polMac, missing); got != c.kind {
+			t.Errorf("polRefKind(%q) = %q, want %q", c.ref, got, c.kind)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"hybrid/configs"
 	"hybrid/devices"
 	"hybrid/ops"
 )
@@ -78,17 +78,20 @@ func (p *Profile) CopyTime(from, to devices.Info, bytes int64) (time.Duration, b
 	return time.Duration((f.LatencyUS*1e-6 + float64(bytes)/(f.BandwidthGBs*1e9)) * 1e9), true
 }
 
-// LoadProfile reads a profile written by Save.
+// profileFormat is how cost profiles are read: strictly, as hand-written
+// configs are, since a profile may be edited or come from another version.
+var profileFormat = configs.Format{Name: "cost profile"}
+
+// LoadProfile reads a profile written by Save. A malformed one is a
+// *configs.Error naming the file and line.
 func LoadProfile(path string) (*Profile, error) {
-	b, err := os.ReadFile(path)
+	b, err := profileFormat.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
 	var p Profile
-	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if _, err := profileFormat.Decode(b, path, &p); err != nil {
+		return nil, err
 	}
 	return &p, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"hybrid/devices"
+	_ "hybrid/devices/coreml" // registers the policy setting coreml_units, passed on as Options.CoreMLUnits
 	"hybrid/devices/sim"
 	"hybrid/models/llama"
 	"hybrid/planner"

@@ -166,7 +166,7 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 	if err := supports(op); err != nil {
 		return err
 	}
-	want := map[ops.Kind]int{ops.MatMul: 1, ops.RMSNorm: 1, ops.SiLUMul: 2, ops.Add: 2}[op.Kind]
+	want := op.Kind.Inputs()
 	if len(in) != want {
 		return fmt.Errorf("coreml: op %s: %d inputs, want %d", op, len(in), want)
 	}

@@ -1,6 +1,7 @@
 package coreml
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -43,8 +44,11 @@ func ParseComputeUnits(s string) (ComputeUnits, error) {
 			return u, nil
 		}
 	}
-	return 0, fmt.Errorf("coreml: compute units %q: want cpu_ne, all, cpu_gpu or cpu", s)
+	return 0, fmt.Errorf("coreml: compute units %q: %w", s, errUnitNames)
 }
+
+// errUnitNames says which compute units there are.
+var errUnitNames = errors.New("want cpu_ne, all, cpu_gpu or cpu")
 
 // unitsFromEnv reads UnitsEnv.
 func unitsFromEnv() (ComputeUnits, error) {

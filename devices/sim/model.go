@@ -16,7 +16,7 @@ const prefix = "sim:"
 func init() {
 	devices.RegisterNameHint(func(ref string) string {
 		if strings.HasPrefix(ref, prefix) {
-			return "simulated devices come from a hardware profile (--hardware)"
+			return "simulated devices come from a hardware profile"
 		}
 		return ""
 	})
@@ -26,8 +26,15 @@ func init() {
 // devices, where a device that is not one of the profile's (the host, a real
 // CPU) stands for the profile's CPU.
 func (d *Device) CopyTime(from, to devices.Info, bytes int64) (time.Duration, bool) {
-	t, err := d.hw.CopyTime(d.hw.nameOf(from), d.hw.nameOf(to), bytes)
-	return t, err == nil
+	f, t := d.hw.nameOf(from), d.hw.nameOf(to)
+	if f == t {
+		return 0, true
+	}
+	if _, ok := d.hw.link(f, t); !ok {
+		return 0, false
+	}
+	c, err := d.hw.CopyTime(f, t, bytes)
+	return c, err == nil
 }
 
 // nameOf is the profile's name for device i: its own for one of the
