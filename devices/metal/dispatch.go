@@ -202,17 +202,11 @@ func Supports(op *ops.Op) error {
 	unsupported := func(format string, args ...any) error {
 		return fmt.Errorf("metal: op %s: %s: %w", op, fmt.Sprintf(format, args...), devices.ErrUnsupported)
 	}
-	needWeight := func() error {
-		if op.Weight == nil {
-			return fmt.Errorf("metal: op %s has no weight", op)
-		}
-		return nil
+	if op.Kind.NeedsWeight() && op.Weight == nil {
+		return fmt.Errorf("metal: op %s has no weight", op)
 	}
 	switch op.Kind {
 	case ops.MatMul, ops.Embed:
-		if err := needWeight(); err != nil {
-			return err
-		}
 		w := op.Weight
 		if _, ok := weightKernels[w.Type]; !ok {
 			return unsupported("weight %s type %s (the kernels decode %s)", w.Name, w.Type, typeList(weightKernels))
@@ -227,9 +221,6 @@ func Supports(op *ops.Op) error {
 			return fmt.Errorf("metal: op %s: %w", op, err)
 		}
 	case ops.RMSNorm:
-		if err := needWeight(); err != nil {
-			return err
-		}
 		if _, ok := normKernels[op.Weight.Type]; !ok {
 			return unsupported("norm weight %s type %s (rms_norm reads %s)", op.Weight.Name, op.Weight.Type, typeList(normKernels))
 		}
@@ -304,7 +295,7 @@ func PlanSized(op *ops.Op, st ops.Step, in []int, out int) ([]Dispatch, error) {
 	if err := Supports(op); err != nil {
 		return nil, err
 	}
-	want := map[ops.Kind]int{ops.Embed: 0, ops.RMSNorm: 1, ops.MatMul: 1, ops.RoPE: 1, ops.Attention: 3, ops.SiLUMul: 2, ops.Add: 2, ops.LastRow: 1}[op.Kind]
+	want := op.Kind.Inputs()
 	if len(in) != want {
 		return nil, fmt.Errorf("metal: op %s: %d input buffers, want %d", op, len(in), want)
 	}

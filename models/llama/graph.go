@@ -61,11 +61,11 @@ func Build(c Config, types map[string]quant.Type, n, past, ctx int) (*ops.Graph,
 	if b.err != nil {
 		return nil, b.err
 	}
-	for _, op := range b.g.Ops {
-		op.Cost = Cost(b.g, op)
-	}
 	if err := b.g.Validate(); err != nil {
 		return nil, err
+	}
+	for _, op := range b.g.Ops {
+		op.Cost = ops.CostOf(b.g, op)
 	}
 	return b.g, nil
 }
@@ -102,45 +102,4 @@ func (b *builder) op(kind ops.Kind, name string, layer int, in []int, rows, cols
 	}
 	g.Ops = append(g.Ops, o)
 	return v.ID
-}
-
-// Cost is the work op does in graph g: FLOPs counted as one per add or multiply,
-// bytes as f32 activations, weights at their stored size, and an f32 KV cache.
-func Cost(g *ops.Graph, op *ops.Op) ops.Cost {
-	var c ops.Cost
-	for _, in := range op.In {
-		c.BytesRead += g.Values[in].Bytes()
-	}
-	out := g.Values[op.Out]
-	c.BytesWritten = out.Bytes()
-	n, e := int64(out.Rows), int64(out.Elems())
-	switch op.Kind {
-	case ops.Embed:
-		rb, _ := quant.RowBytes(op.Weight.Type, op.Weight.Cols)
-		c.BytesRead = n * int64(rb)
-		c.FLOPs = e
-	case ops.RMSNorm:
-		c.BytesRead += op.Weight.Bytes()
-		c.FLOPs = 4 * e
-	case ops.MatMul:
-		c.BytesRead += op.Weight.Bytes()
-		c.FLOPs = 2 * e * int64(op.Weight.Cols)
-	case ops.RoPE:
-		c.FLOPs = 3 * e
-	case ops.Attention:
-		a := op.Attn
-		span := int64(g.Past) + n // keys attended by the last token; causal average is about half for prefill
-		avg := int64(g.Past) + (n+1)/2
-		kvRow := int64(a.KVHeads * a.HeadDim)
-		c.BytesRead += 2 * 2 * span * kvRow // f16 K and V
-		c.BytesWritten += 2 * 2 * n * kvRow
-		c.FLOPs = n * int64(a.Heads) * avg * (4*int64(a.HeadDim) + 5)
-	case ops.SiLUMul:
-		c.FLOPs = 5 * e
-	case ops.Add:
-		c.FLOPs = e
-	case ops.LastRow:
-		c.BytesRead = out.Bytes()
-	}
-	return c
 }

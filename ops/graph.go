@@ -1,0 +1,91 @@
+package ops
+
+import (
+	"fmt"
+
+	"hybrid/quant"
+)
+
+// Weight is a model tensor an op reads, in the quantized form the file stores.
+// Rows × Cols is the matrix shape as the op uses it: for a GGUF tensor with dims
+// [ne0, ne1], Cols = ne0 (the contiguous row) and Rows = ne1.
+type Weight struct {
+	Name string
+	Type quant.Type
+	Rows int
+	Cols int
+}
+
+// Bytes is the weight's size at rest.
+func (w *Weight) Bytes() int64 {
+	rb, err := quant.RowBytes(w.Type, w.Cols)
+	if err != nil {
+		return 0
+	}
+	return int64(rb) * int64(w.Rows)
+}
+
+// RopeParams configures a RoPE op.
+type RopeParams struct {
+	HeadDim int     // features per head
+	Dims    int     // rotated features per head (≤ HeadDim)
+	Base    float32 // frequency base θ
+}
+
+// AttnParams configures an Attention op.
+type AttnParams struct {
+	Heads   int // query heads
+	KVHeads int // key/value heads (grouped-query when < Heads)
+	HeadDim int
+	Context int // KV cache length in positions
+}
+
+// Op is one node of the graph.
+type Op struct {
+	ID     int
+	Kind   Kind
+	Name   string // e.g. "blk.3.attn_q"
+	Layer  int    // block index, or -1 outside the blocks
+	In     []int  // value ids read
+	Out    int    // value id written
+	Weight *Weight
+	Eps    float32 // RMSNorm epsilon
+	Rope   RopeParams
+	Attn   AttnParams
+	Cost   Cost
+}
+
+// String names the op for errors and tables.
+func (o *Op) String() string { return fmt.Sprintf("%s (%s)", o.Name, o.Kind) }
+
+// Value is an f32 activation matrix produced by one op.
+type Value struct {
+	ID   int
+	Name string
+	Rows int // tokens
+	Cols int // features
+}
+
+// Elems is the number of f32 elements the value holds.
+func (v *Value) Elems() int { return v.Rows * v.Cols }
+
+// Bytes is the value's size in f32.
+func (v *Value) Bytes() int64 { return 4 * int64(v.Elems()) }
+
+// Graph is the op graph of one forward step of Tokens tokens that start at
+// position Past; Ops are in topological order. Output is the value holding the
+// logits.
+type Graph struct {
+	Tokens int
+	Past   int
+	Ops    []*Op
+	Values []*Value
+	Output int
+}
+
+// Step is what changes between runs of the same graph shape: the tokens and the
+// position of the first one.
+type Step struct {
+	Tokens []int32
+	Pos    int
+}
