@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"hybrid/models/llama"
 )
 
 // BenchResult is one llama-bench-style measurement: a prefill of PromptTokens
@@ -15,6 +17,21 @@ type BenchResult struct {
 	Reps         int       `json:"reps"`
 	PrefillTokS  []float64 `json:"prefill_tokens_per_s"`
 	DecodeTokS   []float64 `json:"decode_tokens_per_s"`
+	// Devices names the devices that ran it (Executor.DeviceList), for a
+	// caller to print; `hybrid bench --json` leaves it out.
+	Devices string `json:"-"`
+}
+
+// BenchCPU is what `hybrid bench` measures without policies: Bench of m on
+// a cpu-only session of threads CPU threads (0: every core) whose context
+// just fits the run.
+func BenchCPU(m *llama.Model, threads, nPrompt, nGen, reps int) (*BenchResult, error) {
+	sess, err := NewSession(m, SessionOptions{Policy: "cpu-only", Threads: threads, Context: max(nPrompt, nGen, 1)})
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	return sess.Exec.Bench(nPrompt, nGen, reps, 42)
 }
 
 // Bench measures prefill and decode speed the way llama.cpp's llama-bench does:
@@ -36,7 +53,7 @@ func (e *Executor) Bench(nPrompt, nGen, reps int, seed uint64) (*BenchResult, er
 		}
 		return t
 	}
-	res := &BenchResult{PromptTokens: nPrompt, GenTokens: nGen, Reps: reps}
+	res := &BenchResult{PromptTokens: nPrompt, GenTokens: nGen, Reps: reps, Devices: e.DeviceList()}
 	// One untimed warm-up of each kind, as llama-bench does.
 	if _, err := e.Forward(toks(1), 0); err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"hybrid/runtime"
 )
 
 // TestBenchConversionsAblation compares metal-only and mac-hybrid on the
@@ -29,8 +31,8 @@ func TestBenchConversionsAblation(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res struct {
-		Hardware string        `json:"hardware"`
-		Policies []policyBench `json:"policies"`
+		Hardware string                `json:"hardware"`
+		Policies []runtime.PolicyBench `json:"policies"`
 	}
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)

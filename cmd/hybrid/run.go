@@ -87,7 +87,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout)
 		t := res.Timings
 		fmt.Fprintf(stderr, "\n%s, policy %s on %s: load %.0f ms · prompt %d tokens at %.1f tok/s · generated %d tokens at %.1f tok/s (%s)\n",
-			m.Path, sess.Policy.Name, deviceList(ex), loadMs, len(res.PromptTokens), t.PrefillTokS, len(res.Tokens), t.DecodeTokS, res.StopReason)
+			m.Path, sess.Policy.Name, ex.DeviceList(), loadMs, len(res.PromptTokens), t.PrefillTokS, len(res.Tokens), t.DecodeTokS, res.StopReason)
 		if len(ex.Devices()) > 1 || *transfers != "boundary" {
 			printRunSummary(stderr, sess)
 		}
@@ -101,7 +101,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		Text:            res.Text,
 		StopReason:      res.StopReason,
 		Seed:            sc.Seed,
-		Device:          deviceList(ex),
+		Device:          ex.DeviceList(),
 		Threads:         *threads,
 		Context:         c,
 		Policy:          sess.Policy.Name,

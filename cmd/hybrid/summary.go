@@ -3,25 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 
 	"hybrid/runtime"
 )
-
-func deviceList(ex *runtime.Executor) string {
-	var ns []string
-	for _, d := range ex.Devices() {
-		n := d.Name()
-		if d.Info().Simulated {
-			n += " (simulated)"
-		}
-		ns = append(ns, n)
-	}
-	return strings.Join(ns, "+")
-}
 
 // printRunSummary prints the plan's per-device summary with the measured
 // time next to the predicted one, and the copies.
