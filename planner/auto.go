@@ -24,6 +24,103 @@ type Problem struct {
 	// the solution under memory budgets); nil for none.
 	Penalty []float64
 	Devices int
+	// Same, if set, says whether two devices are interchangeable beyond
+	// what the numbers above show (equal memory caps); Solve treats devices
+	// with equal op times, penalties and copy times (CopyTime may depend on
+	// a value only through its size) as one class when Same allows.
+	Same func(a, b int) bool
+	// MaxStates bounds Solve's search: when more partial placements than
+	// this survive an op, only the cheapest are kept and Inexact is set.
+	// 0 is maxStates of the problem's size.
+	MaxStates int
+	// Inexact is set by Solve when it had to bound its search: its answer is
+	// then the best found, not proven optimal (LowerBound bounds the gap).
+	// Solve never clears it, so it tells whether any of several calls did.
+	Inexact bool
+}
+
+// searchWork is how many (state, device class) expansions one Solve may
+// make when it has to bound its search: about half a second on the 2-core
+// CI machine.
+const searchWork = 2_500_000
+
+// maxStates is the default bound on the partial placements Solve keeps
+// after an op: what searchWork allows for the problem's ops and classes of
+// interchangeable devices, between 256 and 16384. Exact searches of Llama
+// graphs on up to four unlike devices, or sixteen of two kinds, stay below
+// it.
+func maxStates(ops, classes int) int {
+	return min(max(searchWork/max(ops*classes, 1), 256), 1<<14)
+}
+
+// LowerBound is a bound no assignment beats: every op on its fastest
+// allowed device, with no copies.
+func LowerBound(p *Problem) float64 {
+	var lb float64
+	for i, op := range p.Graph.Ops {
+		best := math.Inf(1)
+		for d := 0; d < p.Devices; d++ {
+			if t := p.OpTime[i][d]; t >= 0 {
+				if p.Penalty != nil && op.Weight != nil {
+					t += p.Penalty[d] * float64(op.Weight.Bytes())
+				}
+				best = min(best, t)
+			}
+		}
+		lb += best
+	}
+	return lb
+}
+
+// classes returns, for each device, the lowest-numbered device it is
+// interchangeable with: the same time for every op, the same penalty, and
+// the same copy time to and from every other device for values of every
+// size in the graph.
+func (p *Problem) classes() []int {
+	g := p.Graph
+	var sizes []int // one value of each size
+	seen := map[int64]bool{}
+	for _, v := range g.Values {
+		if b := v.Bytes(); !seen[b] {
+			seen[b] = true
+			sizes = append(sizes, v.ID)
+		}
+	}
+	same := func(a, b int) bool {
+		if p.Same != nil && !p.Same(a, b) {
+			return false
+		}
+		if p.Penalty != nil && p.Penalty[a] != p.Penalty[b] {
+			return false
+		}
+		for i := range g.Ops {
+			if p.OpTime[i][a] != p.OpTime[i][b] {
+				return false
+			}
+		}
+		for _, v := range sizes {
+			if p.CopyTime(v, a, b) != p.CopyTime(v, b, a) {
+				return false
+			}
+			for x := 0; x < p.Devices; x++ {
+				if x != a && x != b && (p.CopyTime(v, a, x) != p.CopyTime(v, b, x) || p.CopyTime(v, x, a) != p.CopyTime(v, x, b)) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	class := make([]int, p.Devices)
+	for d := range class {
+		class[d] = d
+		for c := 0; c < d; c++ {
+			if class[c] == c && same(c, d) {
+				class[d] = c
+				break
+			}
+		}
+	}
+	return class
 }
 
 // liveVal is a value in the solver's state: its producer's device and the
@@ -75,13 +172,29 @@ func keyOf(live []liveVal) stateKey {
 // copy: two prefixes with the same state have the same best completion, so
 // only the cheapest is kept. Llama graphs keep at most a handful of values
 // alive, so the number of states stays small and a 22-layer model plans in
-// milliseconds. It returns ok=false if some op has no allowed device.
+// milliseconds. Interchangeable devices (classes) are tried once: of those
+// that hold no live value, only the first, which loses nothing, since
+// swapping two such devices in any completion changes no cost. Where more
+// than MaxStates states survive an op anyway, the cheapest are kept and
+// p.Inexact is set. It returns ok=false if some op has no allowed device.
 func Solve(p *Problem) (assign []int, cost float64, ok bool) {
 	g := p.Graph
 	last := lastReaders(g)
+	class := p.classes()
+	limit := p.MaxStates
+	if limit <= 0 {
+		n := 0
+		for d, c := range class {
+			if c == d {
+				n++
+			}
+		}
+		limit = maxStates(len(g.Ops), n)
+	}
 	frontier := map[stateKey]*state{{}: {}}
 	next := map[stateKey]*state{}
 	var scratch []liveVal // a candidate's live values, kept only if it wins
+	firstFresh := make([]int, p.Devices)
 	for _, op := range g.Ops {
 		clear(next)
 		wbytes := 0.0
@@ -89,10 +202,25 @@ func Solve(p *Problem) (assign []int, cost float64, ok bool) {
 			wbytes = float64(op.Weight.Bytes())
 		}
 		for _, s := range frontier {
+			var held uint32
+			for _, l := range s.live {
+				held |= l.mask
+			}
+			for d := range firstFresh {
+				firstFresh[d] = -1
+			}
+			for d := 0; d < p.Devices; d++ {
+				if held&(1<<d) == 0 && firstFresh[class[d]] < 0 {
+					firstFresh[class[d]] = d
+				}
+			}
 			for d := 0; d < p.Devices; d++ {
 				t := p.OpTime[op.ID][d]
 				if t < 0 {
 					continue
+				}
+				if held&(1<<d) == 0 && firstFresh[class[d]] != d {
+					continue // a fresh device like one tried already
 				}
 				c := s.cost + t
 				if p.Penalty != nil {
@@ -113,6 +241,10 @@ func Solve(p *Problem) (assign []int, cost float64, ok bool) {
 		if len(next) == 0 {
 			return nil, 0, false
 		}
+		if len(next) > limit {
+			prune(next, limit)
+			p.Inexact = true
+		}
 		frontier, next = next, frontier
 	}
 	var best *state
@@ -126,6 +258,24 @@ func Solve(p *Problem) (assign []int, cost float64, ok bool) {
 		assign[i] = s.dev
 	}
 	return assign, best.cost, true
+}
+
+// prune keeps the limit cheapest states of m.
+func prune(m map[stateKey]*state, limit int) {
+	costs := make([]float64, 0, len(m))
+	for _, s := range m {
+		costs = append(costs, s.cost)
+	}
+	slices.Sort(costs)
+	cut := costs[limit-1]
+	kept := 0
+	for k, s := range m {
+		if s.cost > cut || (s.cost == cut && kept >= limit) {
+			delete(m, k)
+			continue
+		}
+		kept++
+	}
 }
 
 // advance is the solver's state after op runs on device d, given the live

@@ -40,7 +40,11 @@ type Plan struct {
 	// and KV cache, which a device reports as it holds them; the rest is
 	// activation buffers, which the executor sizes for each step.
 	Resident map[string]int64
-	Notes    []string
+	// Approximate is true when the search had to be bounded (very many
+	// unlike devices) and the placement is the best found, not proven
+	// optimal; a note gives the bound on the gap.
+	Approximate bool
+	Notes       []string
 }
 
 // Transfer is one copy of a value to a device other than its producer's.
@@ -53,7 +57,6 @@ type Transfer struct {
 	Bytes      int64
 	Time       time.Duration
 }
-
 
 // DeviceIndex returns the index of the named device in p.Devices, or -1.
 func (p *Plan) DeviceIndex(name string) int {

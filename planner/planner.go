@@ -59,6 +59,13 @@ func Make(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, error)
 	}
 	p.Device = names(p.Devices, assign)
 	p.finish(c)
+	if prob.Inexact {
+		prob.Penalty = nil
+		lb := time.Duration(LowerBound(prob) * 1e9)
+		p.Approximate = true
+		p.Notes = append(p.Notes, fmt.Sprintf("not proven optimal: with %d unlike devices the search kept only the cheapest partial placements after some ops; no placement can take less than %s (every op on its fastest device, no copies), this one is predicted %s (within %.1f%% of that bound)",
+			len(p.Devices), lb, p.Predicted, 100*(float64(p.Predicted)/float64(max(lb, 1))-1)))
+	}
 	return p, nil
 }
 
@@ -126,8 +133,28 @@ func prepare(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, *Pr
 			return nil, nil, nil, fmt.Errorf("planner: policy %s leaves no device for op %s %v: %w", pol.Name, op, why, ErrNoPlan)
 		}
 	}
-	prob := &Problem{Graph: g, OpTime: opTime, Devices: len(cands), CopyTime: func(v, from, to int) float64 {
-		return p.copyTime(c, infos[from].Name, infos[to].Name, g.Values[v].Bytes()).Seconds()
+	// Copy times depend on a value only through its size, and the search
+	// asks for the same few sizes many times: each is priced once.
+	sizeOf := make([]int, len(g.Values))
+	index := map[int64]int{}
+	for v, val := range g.Values {
+		b := val.Bytes()
+		if _, ok := index[b]; !ok {
+			index[b] = len(index)
+		}
+		sizeOf[v] = index[b]
+	}
+	nd := len(cands)
+	priced := make([]float64, len(index)*nd*nd)
+	for i := range priced {
+		priced[i] = -1
+	}
+	prob := &Problem{Graph: g, OpTime: opTime, Devices: nd, CopyTime: func(v, from, to int) float64 {
+		k := (sizeOf[v]*nd+from)*nd + to
+		if priced[k] < 0 {
+			priced[k] = p.copyTime(c, infos[from].Name, infos[to].Name, g.Values[v].Bytes()).Seconds()
+		}
+		return priced[k]
 	}}
 	if p.PerOp {
 		// The ablation does not optimise copies away: each op goes to the
