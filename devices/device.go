@@ -12,7 +12,7 @@ import (
 
 // Info describes a device.
 type Info struct {
-	Name string // unique: "cpu", "cpu:1", "cuda:0", "sim:metal"
+	Name string // unique: "cpu", "cpu:1", "cuda:0"; simulated devices have names of their own
 	// Kind is the kind of hardware it is or stands for: "cpu", "cuda",
 	// "metal" or "coreml". Policies name devices by kind or by name.
 	Kind string

@@ -145,7 +145,7 @@ func (p *Plan) Render(w io.Writer, format string) error {
 	jp := p.JSON()
 	sim := ""
 	if jp.Simulated {
-		sim = " — SIMULATED: times of sim: devices come from a hardware profile, not from running on that hardware"
+		sim = " — SIMULATED: times of simulated devices come from a hardware profile, not from running on that hardware"
 	}
 	fmt.Fprintf(w, "plan %q, %s step of %d token(s): predicted %.3f ms%s\n", p.Policy, jp.Step, jp.Tokens, jp.PredictedMS, sim)
 

@@ -108,7 +108,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 func printComparison(w io.Writer, c *runtime.Comparison) {
 	fmt.Fprintf(w, "%s: pp%d, tg%d, %d reps\n", c.Model, c.Prompt, c.Gen, c.Reps)
 	if c.Hardware != "" {
-		fmt.Fprintf(w, "SIMULATED devices: times of sim:* devices are modelled from %s (%s), not measured\n", c.Hardware, c.HardwareSource)
+		fmt.Fprintf(w, "SIMULATED devices: times of simulated devices are modelled from %s (%s), not measured\n", c.Hardware, c.HardwareSource)
 	}
 	t := table.NewWriter()
 	if c.Hardware == "" {

@@ -23,7 +23,7 @@ func TestBenchConversionsAblation(t *testing.T) {
 	if code := Main(args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "SIMULATED devices: times of sim:* devices are modelled from configs/hardware/m4-pro.yaml") {
+	if !strings.Contains(stdout.String(), "SIMULATED devices: times of simulated devices are modelled from configs/hardware/m4-pro.yaml") {
 		t.Errorf("the table does not say it is simulated:\n%s", stdout.String())
 	}
 	b, err := os.ReadFile(file)

@@ -8,7 +8,7 @@
 // Discover say why there is no Metal device. Plans for a Mac can be made and
 // compared with the simulated devices of configs/hardware/m4-pro.yaml
 // (--hardware m4-pro), which compute on the CPU and charge an M4 Pro's times
-// (sim:metal).
+// (a device named for the profile, Kind metal).
 package metal
 
 import (
