@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	_ "hybrid/devices/cuda" // the cuda-only case, in a -tags cuda test binary on a GPU
 	"hybrid/models/builtin"
 	"hybrid/models/gguf"
 	"hybrid/models/llama"
@@ -61,10 +62,15 @@ func TestMemoryStableOverPromptLengths(t *testing.T) {
 		{"cpu-only", SessionOptions{Policy: "cpu-only", Threads: 1, Context: 128}},
 		{"cpu-split", SessionOptions{Policy: "cpu-split", CPUs: 2, Threads: 1, Context: 128}},
 		{"per-op", SessionOptions{Policy: "cpu-split", CPUs: 2, Threads: 1, Context: 128, PerOp: true}},
+		// On a GPU (a -tags cuda test binary there); skipped elsewhere.
+		{"cuda-only", SessionOptions{Policy: "cuda-only", Threads: 1, Context: 128}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// What the largest prompt needs, in a session of its own.
 			fresh, err := NewSession(m, tc.o)
+			if err != nil && tc.name == "cuda-only" {
+				t.Skipf("no CUDA device: %v", err)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
