@@ -115,8 +115,12 @@ func NewPlanExecutor(m *llama.Model, devs []devices.Device, ctx int, opts Option
 		if err != nil {
 			return nil, err
 		}
-		if err := d.LoadWeight(op.Weight, data); err != nil {
-			return nil, err
+		var lerr error
+		if err := m.File.Guard(func() { lerr = d.LoadWeight(op.Weight, data) }); err != nil {
+			return nil, fmt.Errorf("runtime: loading %s: %w", op.Weight.Name, err)
+		}
+		if lerr != nil {
+			return nil, lerr
 		}
 	}
 	return e, nil
@@ -162,7 +166,23 @@ func (e *Executor) Devices() []devices.Device { return e.devs }
 
 // Forward runs one step of tokens starting at position pos and returns the
 // logits of the last token. The slice is reused by the next call.
+//
+// A model file truncated or rewritten while in use is an error wrapping
+// gguf.ErrChanged: checked before each step, and behind any error of one.
 func (e *Executor) Forward(tokens []int32, pos int) ([]float32, error) {
+	if err := e.m.File.Check(); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	logits, err := e.forward(tokens, pos)
+	if err != nil {
+		if cerr := e.m.File.Check(); cerr != nil {
+			return nil, fmt.Errorf("runtime: %w (%v)", cerr, err)
+		}
+	}
+	return logits, err
+}
+
+func (e *Executor) forward(tokens []int32, pos int) ([]float32, error) {
 	n := len(tokens)
 	if n == 0 || n > MaxBatch {
 		return nil, fmt.Errorf("runtime: a step takes 1..%d tokens, got %d", MaxBatch, n)

@@ -24,7 +24,10 @@ func LoadModel(path string, progress Progress) (*llama.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefault(m, progress)
+	if err := m.File.Guard(func() { prefault(m, progress) }); err != nil {
+		m.Close()
+		return nil, err
+	}
 	return m, nil
 }
 

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"runtime/debug"
 
 	"hybrid/devices"
 	"hybrid/devices/cpu/kernels"
@@ -11,7 +12,30 @@ import (
 )
 
 // Run implements devices.Device.
-func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
+//
+// A memory fault reading the op's weight (a mapped model file truncated
+// under it) is returned as an error wrapping kernels.ErrFault, on this
+// goroutine as on the pool's workers, instead of ending the process.
+func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(interface{ Addr() uintptr }); !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("cpu: op %s: %w", op, kernels.ErrFault)
+		}
+	}()
+	if err := d.run(op, st, in, out); err != nil {
+		return err
+	}
+	if err := d.pool.Fault(); err != nil {
+		return fmt.Errorf("cpu: op %s: %w", op, err)
+	}
+	return nil
+}
+
+func (d *Device) run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
 	ins := make([][]float32, len(in))
 	for i, b := range in {
 		cb, err := d.buf(b)

@@ -143,6 +143,7 @@ type File struct {
 	keys    map[string]int // key → index in KV
 	names   map[string]int // tensor name → index in Tensors
 	release func() error   // unmaps data; nil when the caller owns it
+	origin  *origin        // the mapped file, for Check; nil when parsed from memory
 }
 
 // Tensor returns the info of the tensor called name.
@@ -188,6 +189,10 @@ func (f *File) TensorDataByName(name string) ([]byte, error) {
 // slices are invalid afterwards; metadata and tensor infos stay usable.
 func (f *File) Close() error {
 	f.data = nil
+	if f.origin != nil && f.origin.fd != nil {
+		f.origin.fd.Close()
+		f.origin.fd = nil
+	}
 	if f.release == nil {
 		return nil
 	}

@@ -1,9 +1,17 @@
 package kernels
 
 import (
+	"errors"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 )
+
+// ErrFault is wrapped by Fault's error: a kernel's read of its inputs
+// faulted (SIGBUS), which for weights used in place in a memory-mapped file
+// means the file lost the page, almost always because it was truncated.
+var ErrFault = errors.New("memory fault in a kernel")
 
 // Pool is a fixed set of worker goroutines that split index ranges between
 // them. The goroutine that calls Run works too, so a Pool of n threads starts
@@ -24,7 +32,11 @@ type Pool struct {
 
 	fn      funcTask // adapts Run's func to task without allocating
 	scratch scratch
+
+	fault atomic.Pointer[faultInfo] // the first fault since the last Fault call
 }
+
+type faultInfo struct{ addr uintptr }
 
 // task is a unit of parallel work over an index range.
 type task interface{ run(lo, hi int) }
@@ -75,8 +87,12 @@ func (p *Pool) runTask(t task, n, align int) {
 	chunk := (n + 4*p.threads - 1) / (4 * p.threads)
 	chunk = (chunk + align - 1) / align * align
 	workers := min(len(p.wake), (n+chunk-1)/chunk-1)
+	// A fault reading a mapped weight panics instead of killing the
+	// process, on this goroutine as on the workers (set in work), and the
+	// chunk records it for Fault.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	if workers <= 0 {
-		t.run(0, n)
+		p.chunkRun(t, 0, n)
 		return
 	}
 	p.job, p.n, p.chunk = t, n, chunk
@@ -97,11 +113,38 @@ func (p *Pool) claim() {
 		if lo >= p.n {
 			return
 		}
-		p.job.run(lo, min(lo+p.chunk, p.n))
+		p.chunkRun(p.job, lo, min(lo+p.chunk, p.n))
 	}
 }
 
+// chunkRun runs one chunk, recording a memory fault in it rather than
+// letting it end the process; the rest of the job still runs.
+func (p *Pool) chunkRun(t task, lo, hi int) {
+	defer func() {
+		if r := recover(); r != nil {
+			a, ok := r.(interface{ Addr() uintptr })
+			if !ok {
+				panic(r)
+			}
+			p.fault.CompareAndSwap(nil, &faultInfo{addr: a.Addr()})
+		}
+	}()
+	t.run(lo, hi)
+}
+
+// Fault returns an error wrapping ErrFault if a chunk run since the last
+// call faulted, and clears it; nil otherwise. The outputs of a job that
+// faulted are garbage.
+func (p *Pool) Fault() error {
+	f := p.fault.Swap(nil)
+	if f == nil {
+		return nil
+	}
+	return fmt.Errorf("%w at address %#x", ErrFault, f.addr)
+}
+
 func (p *Pool) work(wake chan struct{}) {
+	debug.SetPanicOnFault(true)
 	for range wake {
 		p.claim()
 		if p.running.Add(-1) == 0 {
