@@ -36,6 +36,7 @@ var commands = []command{
 }
 
 func main() {
+	exitOnInterrupt()
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"hybrid/internal/atomicfile"
 )
 
 // CacheDirEnv names the environment variable that overrides where compiled
@@ -64,26 +66,10 @@ func (c cache) compiled(key string, model func() ([]byte, error), compile func(s
 	return dst, nil
 }
 
-// writeFileAtomic writes data to path through a temporary file in the same
-// directory, synced and then renamed over path.
+// writeFileAtomic writes data to path with internal/atomicfile: through a
+// temporary file beside it, synced and then renamed over path.
 func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("coreml: write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, data, 0o644); err != nil {
 		return fmt.Errorf("coreml: write %s: %w", path, err)
 	}
 	return nil

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
+
+	"hybrid/internal/atomicfile"
 )
 
 // Writer writes a GGUF v3 file. The metadata and tensor infos are fixed when
@@ -40,8 +40,8 @@ type Writer struct {
 	err     error // the first error; every later call returns it
 	closed  bool
 
-	file *os.File // Create's temporary file; nil for NewWriter
-	path string   // Create's destination
+	file *atomicfile.File // Create's temporary file; nil for NewWriter
+	path string           // Create's destination
 }
 
 var errAborted = errors.New("gguf: write aborted")
@@ -58,16 +58,21 @@ func NewWriter(w io.Writer, kvs []KV, tensors []TensorInfo) (*Writer, error) {
 	return gw, nil
 }
 
-// Create returns a Writer that writes the file at path atomically: it writes
-// a temporary file in the same directory, and Close syncs it and renames it
-// to path. If anything fails, or the Writer is aborted, the temporary file is
-// removed and path is left as it was.
+// Create returns a Writer that writes the file at path atomically, with
+// internal/atomicfile: it writes a temporary file beside path (beside the
+// file a symbolic link at path names), and Close syncs it and renames it to
+// path. A path that exists and is not a regular file (a device, a pipe, a
+// directory) is refused here, before anything is written. A new file is made
+// 0644 less the umask; a replaced one keeps its mode. If anything fails, or
+// the Writer is aborted, or the process is interrupted and calls
+// atomicfile.Cleanup (as the hybrid command does on SIGINT and SIGTERM), the
+// temporary file is removed and path is left as it was.
 func Create(path string, kvs []KV, tensors []TensorInfo) (*Writer, error) {
 	gw, err := newWriter(kvs, tensors)
 	if err != nil {
 		return nil, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	tmp, err := atomicfile.Create(path, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
@@ -359,27 +364,13 @@ func (w *Writer) Close() error {
 	if w.file == nil {
 		return err
 	}
-	name := w.file.Name()
-	if err == nil {
-		err = w.file.Sync()
-	}
-	if cerr := w.file.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(name, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(name, w.path)
-	}
 	if err != nil {
-		os.Remove(name)
-		if !errors.Is(err, errAborted) && w.err == nil {
-			err = fmt.Errorf("gguf: %s: %w", w.path, err)
-		}
-		return w.fail(err)
+		w.file.Abort()
+		return err
 	}
-	syncDir(filepath.Dir(w.path))
+	if err := w.file.Commit(); err != nil {
+		return w.fail(fmt.Errorf("gguf: %s: %w", w.path, err))
+	}
 	return nil
 }
 
@@ -404,14 +395,5 @@ func (w *Writer) Abort() {
 	if !w.closed {
 		w.fail(errAborted)
 		w.Close()
-	}
-}
-
-// syncDir makes a rename in dir durable where the platform allows it; it is
-// best effort, as some systems cannot sync a directory.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 }

@@ -106,8 +106,11 @@ func (ft FileType) Types(p Preset) map[string]quant.Type {
 	return types
 }
 
-// Write writes the synthetic model to path, atomically: a failed or
-// interrupted write leaves no file behind.
+// Write writes the synthetic model to path, atomically (gguf.Create): a
+// failed write leaves no file behind, nor does an interrupted one in a
+// program that calls atomicfile.Cleanup on SIGINT and SIGTERM, as hybrid
+// does. A path that is not a regular file is refused before any weight is
+// made.
 func Write(path string, o Options) error {
 	kvs, infos, err := Plan(o)
 	if err != nil {

@@ -19,7 +19,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/jedib0t/go-pretty/v6/table"
 
+	"hybrid/internal/atomicfile"
 	"hybrid/models/llama"
 	"hybrid/runtime"
 )
@@ -227,19 +227,10 @@ func render(w io.Writer, runs []Run) {
 	fmt.Fprintln(w, t.RenderMarkdown())
 }
 
-// writeAtomic writes b to path through a temporary file in the same folder.
+// writeAtomic writes b to path with internal/atomicfile: through a temporary
+// file beside it, renamed into place.
 func writeAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".accuracy-*.json")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(b)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, b, 0o644)
 }
 
 func main() {
