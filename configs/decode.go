@@ -3,9 +3,8 @@ package configs
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
-	"os"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -22,9 +21,9 @@ const MaxBytes = 1 << 20
 
 // A Format is one kind of config file (policies, hardware profiles, cost
 // profiles), decoded strictly into a Go struct by Decode: an unknown key, a
-// key given twice, a value of the wrong type or shape, a YAML alias, a
-// second document and a file over the size limit are all errors, each an
-// *Error naming the file and line.
+// key given twice, a value of the wrong type or shape, a number that is not
+// finite (.nan, .inf), a YAML alias, a second document and a file over the
+// size limit are all errors, each an *Error naming the file and line.
 //
 // Struct fields are named by their yaml tags (the lower-cased field name
 // without one; "-" skips a field); a field may be a string, bool, integer,
@@ -53,24 +52,6 @@ func (f *Format) limit() int {
 		return f.MaxBytes
 	}
 	return MaxBytes
-}
-
-// ReadFile reads a file of the format, refusing one over the size limit
-// without reading the rest of it.
-func (f *Format) ReadFile(path string) ([]byte, error) {
-	file, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	b, err := io.ReadAll(io.LimitReader(file, int64(f.limit())+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(b) > f.limit() {
-		return nil, f.fail(path, 0, Problem{Issue: TooLarge})
-	}
-	return b, nil
 }
 
 // Decode decodes data, the one YAML document of a file at path, into v, a
@@ -227,6 +208,12 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, at []string, name string,
 		// written as one.
 		if err := n.Decode(v.Addr().Interface()); err != nil || (want == WantInteger && n.ShortTag() != "!!int") {
 			return nil, d.fail(n.Line, Problem{Issue: BadValue, At: at, Name: name, Got: describe(n), Want: want})
+		}
+		// No format has a use for .nan or .inf, and either passes a check
+		// written "v <= 0" (NaN compares false) or overflows what is
+		// computed from it; 1e39 into a float32 is +Inf too.
+		if want == WantNumber && (math.IsNaN(v.Float()) || math.IsInf(v.Float(), 0)) {
+			return nil, d.fail(n.Line, Problem{Issue: BadValue, At: at, Name: name, Got: describe(n), Want: WantFinite})
 		}
 		return node, nil
 	}

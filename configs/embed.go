@@ -4,7 +4,9 @@
 //
 // It also holds the one strict YAML decoder (Format.Decode) that reads
 // every config format: policies, hardware profiles and measured cost
-// profiles, each a *Error naming the file and line when it is malformed.
+// profiles, each a *Error naming the file and line when it is malformed;
+// and the one reader of their files (Format.ReadFile), which takes only a
+// regular file within the format's size limit.
 package configs
 
 import "embed"

@@ -11,7 +11,7 @@ import (
 // find the file and line with errors.As.
 type Error struct {
 	Path string
-	Line int // 1-based; 0 for the file as a whole (too large)
+	Line int // 1-based; 0 for the file as a whole (too large, not a regular file)
 	Msg  string
 	// Issue is what the decoder found wrong; Invalid for a format's own
 	// checks of decoded values.
@@ -47,10 +47,11 @@ const (
 	WrongShape                  // a list, mapping or single value where another is wanted
 	BadValue                    // a single value that is not of its field's type ("fast" for a number)
 	NoValue                     // a key or list item given no value, where the format wants one
+	NotRegular                  // the path is not a regular file (a directory, a FIFO, a device); Got says which
 )
 
 var issueNames = []string{"invalid", "too large", "syntax", "empty", "second document", "alias",
-	"unknown key", "duplicate key", "wrong shape", "bad value", "no value"}
+	"unknown key", "duplicate key", "wrong shape", "bad value", "no value", "not a regular file"}
 
 func (i Issue) String() string {
 	if i >= 0 && int(i) < len(issueNames) {
@@ -68,6 +69,7 @@ const (
 	WantNumber  = "a number"
 	WantInteger = "a whole number"
 	WantBool    = "a boolean (true or false)"
+	WantFinite  = "a finite number" // a float field given .nan or .inf
 )
 
 // A Problem is what the decoder found wrong, before it is put into words.
@@ -87,7 +89,7 @@ type Problem struct {
 	Key   string   // UnknownKey, DuplicateKey: the key
 	Known []string // UnknownKey, and WrongShape of a struct: its keys in field order, then Format.Extra
 	First int      // DuplicateKey: the line the key was first given on
-	Got   string   // WrongShape, BadValue, NoValue: the value: "a list", "a mapping", "empty", or itself quoted
+	Got   string   // WrongShape, BadValue, NoValue: the value: "a list", "a mapping", "empty", or itself quoted; NotRegular: what the path is ("a directory")
 	Want  string   // WrongShape, BadValue: one of the Want constants
 	Text  string   // Syntax: the YAML parser's message
 }
@@ -120,6 +122,8 @@ func (f *Format) word(p Problem) string {
 		return fmt.Sprintf("%s: %s is not %s", name, p.Got, p.Want)
 	case NoValue:
 		return fmt.Sprintf("%s has no value: give one or leave the key out", name)
+	case NotRegular:
+		return fmt.Sprintf("%s, not a regular file: a %s must be one", p.Got, f.Name)
 	}
 	return p.Issue.String()
 }

@@ -69,7 +69,8 @@ type polLines struct {
 
 // LoadPolicy loads a policy: a bare name ("auto") from the built-in
 // configs/policies, anything with a path separator or a .yaml (.yml) suffix
-// as a file.
+// as a file, which must be a regular file within the size limit
+// (configs.Format.ReadFile).
 func LoadPolicy(nameOrPath string) (*Policy, error) {
 	if !strings.ContainsAny(nameOrPath, "/\\") && !strings.HasSuffix(nameOrPath, ".yaml") && !strings.HasSuffix(nameOrPath, ".yml") {
 		b, err := fs.ReadFile(configs.FS, "policies/"+nameOrPath+".yaml")

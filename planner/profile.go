@@ -2,15 +2,17 @@ package planner
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
+	"regexp"
+	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"hybrid/configs"
 	"hybrid/devices"
+	"hybrid/internal/atomicfile"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 // Profile holds measured op and copy times, written by `hybrid profile` and
@@ -82,44 +84,126 @@ func (p *Profile) CopyTime(from, to devices.Info, bytes int64) (time.Duration, b
 // configs are, since a profile may be edited or come from another version.
 var profileFormat = configs.Format{Name: "cost profile"}
 
-// LoadProfile reads a profile written by Save. A malformed one is a
-// *configs.Error naming the file and line.
+// LoadProfile reads a profile written by Save: a regular file within the
+// size limit (configs.Format.ReadFile), parsed by ParseProfile.
 func LoadProfile(path string) (*Profile, error) {
 	b, err := profileFormat.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	return ParseProfile(b, path)
+}
+
+// Bounds of a profile's numbers. An op or a copy measured at over 1e9 µs
+// (about 17 minutes) is a broken measurement, and with times below it a plan
+// of a million ops still fits in a time.Duration. Copy bandwidth is above 0
+// (CopyTime would skip the fit) and at least 1e-6 GB/s (1 kB/s), so that a
+// 1 GB copy stays within 1e6 s; its upper bound is above the most the fit
+// in runtime.measureCopy can give, 4 MiB over its 1e-12 s floor (4.2e9
+// GB/s), which stands for "as fast as measurable".
+const (
+	profMaxUS       = 1e9
+	profMinGBs      = 1e-6
+	profMaxGBs      = 1e10
+	profOpKeyFormat = "KIND TYPE ROWSxCOLS nTOKENS, attention hHEADS/KVHEADS dHEADDIM nTOKENS, or KIND ioBYTES nTOKENS"
+)
+
+// The three shapes of an OpKey.
+var (
+	profWeightKey = regexp.MustCompile(`^([a-z_]+) (\S+) (\d+)x(\d+) n(\d+)$`)
+	profAttnKey   = regexp.MustCompile(`^attention h(\d+)/(\d+) d(\d+) n(\d+)$`)
+	profPlainKey  = regexp.MustCompile(`^([a-z_]+) io(\d+) n(\d+)$`)
+)
+
+// ParseProfile parses a profile strictly: besides what the decoder refuses
+// (an unknown key, a value that is not a number, .nan or .inf), an op key
+// not of a shape OpKey writes (a known kind and weight type, sizes of at
+// least 1, a byte count of at least 0, at least 1 token), an op time or
+// copy latency outside [0, 1e9] µs and a copy bandwidth outside [1e-6,
+// 1e10] GB/s are errors, each a *configs.Error naming path and line.
+func ParseProfile(data []byte, path string) (*Profile, error) {
 	var p Profile
-	if _, err := profileFormat.Decode(b, path, &p); err != nil {
+	doc, err := profileFormat.Decode(data, path, &p)
+	if err != nil {
 		return nil, err
+	}
+	// In file order, so that of several errors the first is reported.
+	devs := doc.Get("devices")
+	for _, id := range devs.Keys() {
+		dn, dp := devs.Get(id), p.Devices[id]
+		if dp == nil { // the decoder makes every device; this only guards the lookups below
+			continue
+		}
+		opNodes := dn.Get("ops")
+		for _, key := range opNodes.Keys() {
+			n := opNodes.Get(key)
+			if msg := checkOpKey(key); msg != "" {
+				return nil, configs.Errorf(path, n.KeyLine, "device %q: op %q: %s (want %s)", id, key, msg, profOpKeyFormat)
+			}
+			if us := dp.Ops[key]; !(us >= 0 && us <= profMaxUS) {
+				return nil, configs.Errorf(path, n.Line, "device %q: op %q takes %g µs, want a time in [0, %g] µs", id, key, us, profMaxUS)
+			}
+		}
+		copies := dn.Get("copies")
+		for _, to := range copies.Keys() {
+			c, f := copies.Get(to), dp.Copies[to]
+			for _, k := range []string{"latency_us", "bandwidth_gbs"} {
+				if !c.Has(k) {
+					return nil, configs.Errorf(path, c.KeyLine, "device %q: copy to %q: %s is missing", id, to, k)
+				}
+			}
+			if !(f.LatencyUS >= 0 && f.LatencyUS <= profMaxUS) {
+				return nil, configs.Errorf(path, c.LineOf("latency_us"), "device %q: copy to %q: latency_us is %g, want a time in [0, %g] µs", id, to, f.LatencyUS, profMaxUS)
+			}
+			if !(f.BandwidthGBs >= profMinGBs && f.BandwidthGBs <= profMaxGBs) {
+				return nil, configs.Errorf(path, c.LineOf("bandwidth_gbs"), "device %q: copy to %q: bandwidth_gbs is %g, want a rate in [%g, %g] GB/s", id, to, f.BandwidthGBs, profMinGBs, profMaxGBs)
+			}
+		}
 	}
 	return &p, nil
 }
 
-// Save writes the profile as YAML, atomically (a temporary file renamed into
-// place).
+// checkOpKey says what is wrong with an op key, or "".
+func checkOpKey(key string) string {
+	var kind string
+	var sizes []string // each at least 1
+	var bytes string   // at least 0
+	if m := profAttnKey.FindStringSubmatch(key); m != nil {
+		kind, sizes = "attention", m[1:]
+	} else if m := profWeightKey.FindStringSubmatch(key); m != nil {
+		if _, err := quant.ParseType(m[2]); err != nil {
+			return fmt.Sprintf("unknown weight type %q", m[2])
+		}
+		kind, sizes = m[1], m[3:]
+	} else if m := profPlainKey.FindStringSubmatch(key); m != nil {
+		kind, bytes, sizes = m[1], m[2], m[3:]
+	} else {
+		return "not an op key"
+	}
+	if _, err := ops.ParseKind(kind); err != nil {
+		return fmt.Sprintf("unknown op kind %q", kind)
+	}
+	if bytes != "" {
+		if _, err := strconv.ParseInt(bytes, 10, 64); err != nil {
+			return fmt.Sprintf("byte count %s is out of range", bytes)
+		}
+	}
+	for _, s := range sizes {
+		if n, err := strconv.ParseInt(s, 10, 64); err != nil || n < 1 {
+			return fmt.Sprintf("size or token count %s: want a whole number of at least 1", s)
+		}
+	}
+	return ""
+}
+
+// Save writes the profile as YAML, atomically, with internal/atomicfile: a
+// path that is not a regular file is refused, a symbolic link is written
+// through, an existing file keeps its mode and a new one is 0644 less the
+// umask.
 func (p *Profile) Save(path string) error {
 	b, err := yaml.Marshal(p)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".profile-*.yaml")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, b, 0o644)
 }

@@ -10,7 +10,6 @@ package sim
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 	"time"
 
@@ -84,12 +83,13 @@ const DefaultEfficiency = 0.5
 const builtinDir = "hardware"
 
 // LoadHardware reads a profile: a bare name ("m4-pro") is a built-in one, a
-// path (with a separator or a .yaml suffix) a file.
+// path (with a separator or a .yaml suffix) a file, which must be a regular
+// file within the size limit (configs.Format.ReadFile).
 func LoadHardware(nameOrPath string) (*Hardware, error) {
 	if !strings.ContainsAny(nameOrPath, `/\`) && !strings.HasSuffix(nameOrPath, ".yaml") {
 		return Builtin(nameOrPath)
 	}
-	b, err := os.ReadFile(nameOrPath)
+	b, err := hwFormat.ReadFile(nameOrPath)
 	if err != nil {
 		return nil, fmt.Errorf("sim: hardware profile: %w", err)
 	}

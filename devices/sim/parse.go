@@ -46,6 +46,52 @@ type linkFile struct {
 	OneWay       bool    `yaml:"oneway"`
 }
 
+// A bound is the range a profile's number must lie in: [min, max], or
+// (0, max] when min is 0 and positive is set.
+type bound struct {
+	min, max float64
+	positive bool
+	unit     string // what the number counts, for the message
+	why      string // what a number below min would do, for the message
+}
+
+// bounds are the ranges of a profile's numbers, by key ("efficiency" for
+// both kinds of efficiency). Each upper bound is far past any machine (the
+// shipped profiles reach 3350 GB/s, 67 TFLOPS, 128 GB). The lower ones keep
+// every time the simulator models inside a time.Duration (292 years): at
+// the floors (bandwidth 0.001 GB/s, 0.001 TFLOPS, efficiency 0.001) an op
+// streaming 100 GB takes 1e8 s and one of 1e15 FLOPs 1e9 s. A memory of
+// 1e-6 GB is about 1 KiB: less would round to 0 bytes, which a device reads
+// as no limit at all.
+var bounds = map[string]bound{
+	"memory_gb":     {min: 1e-6, max: 1e6, positive: true, unit: "GB", why: "less rounds to 0 bytes, which is no limit at all"},
+	"bandwidth_gbs": {min: 1e-3, max: 1e6, positive: true, unit: "GB/s", why: "slower would model times past what a time.Duration holds"},
+	"tflops":        {min: 1e-3, max: 1e6, positive: true, unit: "TFLOP/s", why: "slower would model times past what a time.Duration holds"},
+	"launch_us":     {min: 0, max: 1e6, unit: "µs"},
+	"latency_us":    {min: 0, max: 1e7, unit: "µs"},
+	"efficiency":    {min: 1e-3, max: 1, positive: true, why: "an op kind that slow is better marked unsupported"},
+}
+
+// check returns what is wrong with v, the value of key, or "". A value not
+// above 0 (or below it, where 0 is allowed) keeps the words it always had.
+func (b bound) check(key string, v float64) string {
+	unit := ""
+	if b.unit != "" {
+		unit = " " + b.unit
+	}
+	switch {
+	case b.positive && !(v > 0):
+		return fmt.Sprintf("%s must be > 0", key)
+	case !b.positive && v < 0:
+		return fmt.Sprintf("%s must be >= 0", key)
+	case v < b.min:
+		return fmt.Sprintf("%s is %g, below %g%s: %s", key, v, b.min, unit, b.why)
+	case !(v <= b.max):
+		return fmt.Sprintf("%s is %g, above %g%s, more than any machine has", key, v, b.max, unit)
+	}
+	return ""
+}
+
 var (
 	kinds      = []string{"cpu", "cuda", "metal", "coreml"}
 	deviceName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
@@ -123,6 +169,14 @@ func (p *parser) build(top *configs.Node, hf *hwFile) (*Hardware, error) {
 		case !m.Has("latency_us") || lf.LatencyUS < 0:
 			return nil, p.fail(m.LineOf("latency_us"), "link %s -> %s: latency_us must be given and >= 0", lf.From, lf.To)
 		}
+		for _, f := range []struct {
+			key string
+			v   float64
+		}{{"latency_us", lf.LatencyUS}, {"bandwidth_gbs", lf.BandwidthGBs}} {
+			if msg := bounds[f.key].check(f.key, f.v); msg != "" {
+				return nil, p.fail(m.LineOf(f.key), "link %s -> %s: %s", lf.From, lf.To, msg)
+			}
+		}
 		dirs := [][2]string{{lf.From, lf.To}}
 		if !lf.OneWay {
 			dirs = append(dirs, [2]string{lf.To, lf.From})
@@ -155,15 +209,15 @@ func (p *parser) spec(m *configs.Node, sf *specFile) (*Spec, error) {
 		if !m.Has(f.key) {
 			return nil, fail("name", "%s is missing", f.key)
 		}
-		if f.v <= 0 {
-			return nil, fail(f.key, "%s must be > 0", f.key)
+		if msg := bounds[f.key].check(f.key, f.v); msg != "" {
+			return nil, fail(f.key, "%s", msg)
 		}
 	}
 	if !m.Has("launch_us") {
 		return nil, fail("name", "launch_us is missing")
 	}
-	if sf.LaunchUS < 0 {
-		return nil, fail("launch_us", "launch_us must be >= 0")
+	if msg := bounds["launch_us"].check("launch_us", sf.LaunchUS); msg != "" {
+		return nil, fail("launch_us", "%s", msg)
 	}
 	s := &Spec{Name: sf.Name, Kind: sf.Kind, MemoryGB: sf.MemoryGB, BandwidthGBs: sf.BandwidthGBs, TFLOPS: sf.TFLOPS,
 		LaunchUS: sf.LaunchUS, FP16: sf.FP16, KVBytes: 2, Unsupported: map[ops.Kind]bool{}}
@@ -228,8 +282,11 @@ func (p *parser) efficiencies(m *configs.Node, key, device string, vals map[stri
 		if err != nil {
 			return nil, nil, p.fail(line, "device %q: %s: unknown op kind %q (known: %s)", device, key, kindName, kindList())
 		}
-		if e <= 0 || e > 1 {
+		if !(e > 0 && e <= 1) {
 			return nil, nil, p.fail(line, "device %q: %s of %s is %g, want a fraction in (0, 1]", device, key, name, e)
+		}
+		if msg := bounds["efficiency"].check(key+" of "+name, e); msg != "" {
+			return nil, nil, p.fail(line, "device %q: %s", device, msg)
 		}
 		if !typed {
 			byKind[kind] = e

@@ -1,0 +1,69 @@
+//go:build linux || darwin
+
+package sim
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"hybrid/configs"
+)
+
+// TestLoadHardwareRefusesSpecialFiles: a hardware profile path that is not
+// a regular file is refused before it is read, naming the file and what it
+// is. Before, LoadHardware read with os.ReadFile: /dev/zero (or a link to
+// it) ran out of memory and a FIFO blocked forever.
+func TestLoadHardwareRefusesSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "zero.yaml")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "dir.yaml")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, []byte(good+"# "+strings.Repeat("x", 2<<20)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, path string
+		issue      configs.Issue
+		has        string
+	}{
+		{"fifo", fifo, configs.NotRegular, "a named pipe (FIFO), not a regular file"},
+		{"dev zero", "/dev/zero", configs.NotRegular, "a character device, not a regular file"},
+		{"link to dev zero", zero, configs.NotRegular, "a character device, not a regular file"},
+		{"directory", sub, configs.NotRegular, "a directory, not a regular file"},
+		{"2 MB file", big, configs.TooLarge, "larger than 1 MiB"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				_, err := LoadHardware(c.path)
+				done <- err
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("LoadHardware(%s) did not return in 10 s", c.path)
+			}
+			var e *configs.Error
+			if !errors.As(err, &e) || e.Issue != c.issue || e.Path != c.path || e.Line != 0 ||
+				!strings.Contains(err.Error(), c.path+": "+c.has) {
+				t.Fatalf("error %v; want %s: %s", err, c.path, c.has)
+			}
+		})
+	}
+}
