@@ -24,8 +24,11 @@ type BenchResult struct {
 
 // BenchCPU is what `hybrid bench` measures without policies: Bench of m on
 // a cpu-only session of threads CPU threads (0: every core) whose context
-// just fits the run.
+// just fits the run (within the model's context: CheckContext).
 func BenchCPU(m *llama.Model, threads, nPrompt, nGen, reps int) (*BenchResult, error) {
+	if err := checkBench(nPrompt, nGen, reps); err != nil {
+		return nil, err
+	}
 	sess, err := NewSession(m, SessionOptions{Policy: "cpu-only", Threads: threads, Context: max(nPrompt, nGen, 1)})
 	if err != nil {
 		return nil, err
@@ -38,8 +41,8 @@ func BenchCPU(m *llama.Model, threads, nPrompt, nGen, reps int) (*BenchResult, e
 // random tokens (no tokenizer, no sampling cost), a fresh context per run, the
 // prefill and the decode timed separately, decode starting from an empty cache.
 func (e *Executor) Bench(nPrompt, nGen, reps int, seed uint64) (*BenchResult, error) {
-	if nPrompt < 0 || nGen < 0 || reps <= 0 {
-		return nil, fmt.Errorf("runtime: bench needs n-prompt >= 0, n-gen >= 0 and reps > 0")
+	if err := checkBench(nPrompt, nGen, reps); err != nil {
+		return nil, err
 	}
 	if max(nPrompt, nGen) > e.ctx {
 		return nil, fmt.Errorf("runtime: bench of %d/%d tokens does not fit the context of %d", nPrompt, nGen, e.ctx)
@@ -81,6 +84,14 @@ func (e *Executor) Bench(nPrompt, nGen, reps int, seed uint64) (*BenchResult, er
 		}
 	}
 	return res, nil
+}
+
+// checkBench checks a bench's sizes before a session is sized from them.
+func checkBench(nPrompt, nGen, reps int) error {
+	if nPrompt < 0 || nGen < 0 || reps < 1 || reps > MaxBenchReps {
+		return fmt.Errorf("runtime: bench of %d prompt and %d generated tokens, %d reps: want n-prompt >= 0, n-gen >= 0 and reps 1..%d", nPrompt, nGen, reps, MaxBenchReps)
+	}
+	return nil
 }
 
 // MeanStd is the mean and sample standard deviation of xs.

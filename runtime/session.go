@@ -15,10 +15,15 @@ type SessionOptions struct {
 	Policy   string // policy name or file; "" is cpu-only
 	Hardware string // hardware profile (name or file) whose devices are simulated; "" for none
 	Profile  string // measured cost profile file; "" for none
-	Threads  int    // CPU threads per CPU device
-	CPUs     int    // separate CPU devices ("cpu", "cpu:1", ...)
-	Context  int
-	PerOp    bool // force the per-op transfer ablation
+	Threads  int    // CPU threads per CPU device: 0 (every core) or 1..MaxThreads
+	CPUs     int    // separate CPU devices ("cpu", "cpu:1", ...): 0..MaxCPUs
+	// Context is the KV cache's positions: 0 is the model's context length,
+	// and more than it needs ContextOverride (CheckContext).
+	Context int
+	// ContextOverride allows a Context past the model's context length, up
+	// to MaxContext and this machine's memory.
+	ContextOverride bool
+	PerOp           bool // force the per-op transfer ablation
 	// Conversions is the conversion design of the hardware profile's fp16
 	// devices: "" or "boundary" (the default), or "per-op", the ablation in
 	// which every op on such a device pays a conversion pass of each input
@@ -47,6 +52,9 @@ type Session struct {
 // of a kind the profile also has (its CPU) is left out: the plan is for that
 // machine.
 func Devices(o SessionOptions) ([]devices.Device, []devices.Missing, *sim.Hardware, error) {
+	if err := checkDevices(o); err != nil {
+		return nil, nil, nil, err
+	}
 	conv := sim.Boundary
 	if o.Conversions != "" {
 		c, err := sim.ParseConversions(o.Conversions)
@@ -85,6 +93,14 @@ func Devices(o SessionOptions) ([]devices.Device, []devices.Missing, *sim.Hardwa
 // NewSession places m on the devices by the policy and prepares to run it.
 func NewSession(m *llama.Model, o SessionOptions) (*Session, error) {
 	s := &Session{Model: m}
+	ctx := o.Context
+	if ctx == 0 {
+		ctx = m.Config.Context
+	}
+	// Before any device is opened: the KV cache is sized from ctx.
+	if err := CheckContext(m.Config, ctx, o.ContextOverride); err != nil {
+		return nil, err
+	}
 	var err error
 	name := o.Policy
 	if name == "" {
@@ -120,10 +136,6 @@ func NewSession(m *llama.Model, o SessionOptions) (*Session, error) {
 		}
 	}
 	s.Costs = costs.For(planner.Candidates(s.Devices))
-	ctx := o.Context
-	if ctx <= 0 {
-		ctx = m.Config.Context
-	}
 	g, err := m.Graph(1, 0, ctx)
 	if err != nil {
 		return nil, err

@@ -17,9 +17,9 @@ import (
 func benchCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stderr)
 	model := fs.String("model", "", "GGUF model `file` (default: the built-in stories260K)")
-	nPrompt := fs.Int("p", 512, "prompt tokens to prefill")
-	nGen := fs.Int("n", 128, "tokens to decode")
-	reps := fs.Int("r", 3, "repetitions")
+	nPrompt := fs.Int("p", 512, "prompt tokens to prefill (at most the model's context)")
+	nGen := fs.Int("n", 128, "tokens to decode (at most the model's context)")
+	reps := fs.Int("r", 3, "repetitions, 1..1000")
 	threads := fs.Int("threads", 0, "CPU threads; 0 uses every core")
 	policies := fs.String("policies", "", "compare these policies (comma-separated names or files) in one run")
 	hardware := fs.String("hardware", "", "hardware profile whose devices are added, simulated")
@@ -31,21 +31,35 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *jsonOut != "" && *policies == "" {
-		return fmt.Errorf("--json-out needs --policies")
+		return badFlag(fs, "--json-out needs --policies")
 	}
 	var modes []string
 	for _, c := range strings.Split(*conversions, ",") {
 		c = strings.TrimSpace(c)
 		if _, err := sim.ParseConversions(c); err != nil {
-			return fmt.Errorf("--conversions: %w", err)
+			return badFlag(fs, "--conversions: %v", err)
 		}
 		if slices.Contains(modes, c) {
-			return fmt.Errorf("--conversions names %s twice", c)
+			return badFlag(fs, "--conversions names %s twice", c)
 		}
 		modes = append(modes, c)
 	}
 	if *policies == "" && (len(modes) > 1 || modes[0] != "boundary") {
-		return fmt.Errorf("--conversions needs --policies (and --hardware)")
+		return badFlag(fs, "--conversions needs --policies (and --hardware)")
+	}
+	if err := checkDeviceFlags(fs, *threads, *cpus); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"-p", *nPrompt}, {"-n", *nGen}} {
+		if f.v < 0 || f.v > runtime.MaxContext {
+			return badFlag(fs, "%s %d: want 0..%d tokens", f.name, f.v, runtime.MaxContext)
+		}
+	}
+	if *reps < 1 || *reps > runtime.MaxBenchReps {
+		return badFlag(fs, "-r %d: want 1..%d repetitions", *reps, runtime.MaxBenchReps)
 	}
 	prog, done := bar(stderr, "loading "+*model)
 	m, err := runtime.LoadModel(*model, prog)
@@ -54,6 +68,19 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer m.Close()
+	// The bench's context is its longer run: it must fit the model's
+	// context and this machine's memory.
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"-p", *nPrompt}, {"-n", *nGen}} {
+		if f.v > m.Config.Context {
+			return badFlag(fs, "%s %d: more than the model's context length of %d tokens", f.name, f.v, m.Config.Context)
+		}
+	}
+	if err := runtime.CheckContext(m.Config, max(*nPrompt, *nGen, 1), false); err != nil {
+		return badFlag(fs, "-p %d, -n %d: %v", *nPrompt, *nGen, err)
+	}
 	if *policies == "" {
 		res, err := runtime.BenchCPU(m, *threads, *nPrompt, *nGen, *reps)
 		if err != nil {

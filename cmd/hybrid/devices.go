@@ -17,6 +17,9 @@ func devicesCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if err := checkDeviceFlags(fs, *threads, *cpus); err != nil {
+		return err
+	}
 	devs, missing, _, err := runtime.Devices(runtime.SessionOptions{Hardware: *hardware, CPUs: *cpus, Threads: *threads})
 	if err != nil {
 		return err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"strings"
 
@@ -18,29 +17,39 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 	cpus := fs.Int("cpus", 0, "separate CPU devices")
 	threads := fs.Int("threads", 0, "CPU threads per CPU device; 0 uses every core")
 	tokens := fs.Int("tokens", 1, "tokens in the step to plan: 1 is a decode step, more a prefill")
-	ctx := fs.Int("ctx", 0, "context size; 0 uses the model's, at most 4096")
+	ctx := fs.Int("ctx", 0, "context size; 0 uses the model's, at most 4096; more than the model's needs --ctx-override")
+	override := fs.Bool("ctx-override", false, ctxOverrideUsage)
 	transfers := fs.String("transfers", "boundary", "boundary or per-op (the ablation)")
 	format := fs.String("format", "table", "output: "+strings.Join(planner.Formats, ", "))
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *transfers != "boundary" && *transfers != "per-op" {
-		return fmt.Errorf("--transfers is %q: want boundary or per-op", *transfers)
+		return badFlag(fs, "--transfers is %q: want boundary or per-op", *transfers)
+	}
+	if err := checkDeviceFlags(fs, *threads, *cpus); err != nil {
+		return err
+	}
+	if err := checkContextFlag(fs, *ctx); err != nil {
+		return err
+	}
+	if *tokens < 1 || *tokens > runtime.MaxBatch {
+		return badFlag(fs, "--tokens %d: want 1..%d", *tokens, runtime.MaxBatch)
 	}
 	m, err := runtime.LoadModel(*model, nil)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	c := *ctx
-	if c == 0 {
-		c = min(m.Config.Context, 4096)
+	c, err := contextSize(fs, m.Config, *ctx, *override)
+	if err != nil {
+		return err
 	}
-	if *tokens < 1 || *tokens > min(c, runtime.MaxBatch) {
-		return fmt.Errorf("--tokens %d: want 1..%d", *tokens, min(c, runtime.MaxBatch))
+	if *tokens > c {
+		return badFlag(fs, "--tokens %d: want 1..%d (the context)", *tokens, c)
 	}
 	sess, err := runtime.NewSession(m, runtime.SessionOptions{Policy: *policy, Hardware: *hardware, Profile: *profile,
-		CPUs: *cpus, Threads: *threads, Context: c, PerOp: *transfers == "per-op"})
+		CPUs: *cpus, Threads: *threads, Context: c, ContextOverride: *override, PerOp: *transfers == "per-op"})
 	if err != nil {
 		return err
 	}

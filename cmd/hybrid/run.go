@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"time"
+	"unicode/utf8"
 
+	"hybrid/models/llama"
 	"hybrid/runtime"
 )
 
@@ -14,6 +18,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", stderr)
 	model := fs.String("model", "", "GGUF model `file` (default: the built-in stories260K)")
 	prompt := fs.String("prompt", "Once upon a time", "prompt `text`")
+	file := fs.String("file", "", "read the prompt from this `file` (- for standard input) instead of --prompt: a regular file of at most 16 MiB of UTF-8")
 	n := fs.Int("n", 128, "tokens to generate at most")
 	def := runtime.DefaultSampler()
 	temp := fs.Float64("temp", float64(def.Temp), "sampling temperature; 0 is greedy")
@@ -22,7 +27,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	rp := fs.Float64("repeat-penalty", float64(def.RepeatPenalty), "penalty for repeating the last 64 tokens; 1 is off")
 	seed := fs.Int64("seed", -1, "sampling seed; -1 picks one from the clock")
 	threads := fs.Int("threads", 0, "CPU threads; 0 uses every core")
-	ctx := fs.Int("ctx", 0, "context size in tokens; 0 uses the model's, at most 4096")
+	ctx := fs.Int("ctx", 0, "context size in tokens; 0 uses the model's, at most 4096; more than the model's needs --ctx-override")
+	override := fs.Bool("ctx-override", false, ctxOverrideUsage)
 	policy := fs.String("policy", "auto", "placement policy: a name in configs/policies (auto, cpu-only, cpu-split, mac-hybrid, ...) or a YAML `file`")
 	hardware := fs.String("hardware", "", "hardware profile (name or YAML `file`) whose devices are added, simulated")
 	profile := fs.String("profile", "", "measured cost profile `file` from `hybrid profile`")
@@ -34,10 +40,29 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *logits && !*asJSON {
-		return fmt.Errorf("--logits needs --json")
+		return badFlag(fs, "--logits needs --json")
 	}
 	if *transfers != "boundary" && *transfers != "per-op" {
-		return fmt.Errorf("--transfers is %q: want boundary or per-op", *transfers)
+		return badFlag(fs, "--transfers is %q: want boundary or per-op", *transfers)
+	}
+	if *file != "" && isSet(fs, "prompt") {
+		return badFlag(fs, "--prompt and --file both give the prompt: use one")
+	}
+	if *n < 0 {
+		return badFlag(fs, "-n %d: want 0 or more tokens", *n)
+	}
+	if err := checkDeviceFlags(fs, *threads, *cpus); err != nil {
+		return err
+	}
+	if err := checkContextFlag(fs, *ctx); err != nil {
+		return err
+	}
+	if *file != "" {
+		text, err := readPrompt(*file)
+		if err != nil {
+			return err
+		}
+		*prompt = text
 	}
 	sc := runtime.SamplerConfig{
 		Temp: float32(*temp), TopK: *topK, TopP: float32(*topP),
@@ -58,12 +83,12 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer m.Close()
-	c := *ctx
-	if c == 0 {
-		c = min(m.Config.Context, 4096)
+	c, err := contextSize(fs, m.Config, *ctx, *override)
+	if err != nil {
+		return err
 	}
 	sess, err := runtime.NewSession(m, runtime.SessionOptions{Policy: *policy, Hardware: *hardware, Profile: *profile,
-		Threads: *threads, CPUs: *cpus, Context: c, PerOp: *transfers == "per-op"})
+		Threads: *threads, CPUs: *cpus, Context: c, ContextOverride: *override, PerOp: *transfers == "per-op"})
 	if err != nil {
 		return err
 	}
@@ -163,4 +188,146 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 		return []byte("null"), nil
 	}
 	return []byte(fmt.Sprint(float32(f))), nil
+}
+
+// badFlag reports a flag whose value is out of range or that does not go
+// with another: a usage error (exit 2). Main prints nothing for errUsage, so
+// the line is printed here: "hybrid run: --threads -5: want ...".
+func badFlag(fs *flag.FlagSet, format string, args ...any) error {
+	fmt.Fprintf(fs.Output(), "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	return errUsage
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// checkDeviceFlags checks --threads and --cpus before any device is made
+// from them (the runtime checks them again).
+func checkDeviceFlags(fs *flag.FlagSet, threads, cpus int) error {
+	if threads < 0 || threads > runtime.MaxThreads {
+		return badFlag(fs, "--threads %d: want 0 (every core) or 1..%d", threads, runtime.MaxThreads)
+	}
+	if cpus < 0 || cpus > runtime.MaxCPUs {
+		return badFlag(fs, "--cpus %d: want 0..%d separate CPU devices", cpus, runtime.MaxCPUs)
+	}
+	return nil
+}
+
+// ctxOverrideUsage is the usage of every command's --ctx-override.
+var ctxOverrideUsage = fmt.Sprintf("allow a --ctx past the model's context length, up to %d positions and a KV cache of half this machine's memory", runtime.MaxContext)
+
+// defaultContext is the most positions --ctx 0 gives: the model's context
+// length, cut to this, keeps the KV cache of a long-context model small.
+const defaultContext = 4096
+
+// checkContextFlag checks what --ctx can be checked against before the model
+// is loaded.
+func checkContextFlag(fs *flag.FlagSet, ctx int) error {
+	if ctx < 0 || ctx > runtime.MaxContext {
+		return badFlag(fs, "--ctx %d: want 0 (the model's context, at most %d) or 1..%d positions", ctx, defaultContext, runtime.MaxContext)
+	}
+	return nil
+}
+
+// contextSize is the context --ctx gives the model of config c: 0 is the
+// model's context length, at most defaultContext; a size given is checked
+// against the model's context length (more needs --ctx-override) and against
+// the memory its KV cache takes (runtime.CheckContext), and one that fails is
+// a usage error naming the flag. A default that does not fit this machine is
+// an error of the model (exit 1).
+func contextSize(fs *flag.FlagSet, c llama.Config, ctx int, override bool) (int, error) {
+	if ctx == 0 {
+		ctx = min(c.Context, defaultContext)
+		if err := runtime.CheckContext(c, ctx, false); err != nil {
+			return 0, fmt.Errorf("the default context of %d positions does not fit (give a smaller --ctx): %w", ctx, err)
+		}
+		return ctx, nil
+	}
+	if ctx > c.Context && !override {
+		return 0, badFlag(fs, "--ctx %d is more than the model's context length of %d positions; --ctx-override allows up to %d", ctx, c.Context, runtime.MaxContext)
+	}
+	if err := runtime.CheckContext(c, ctx, override); err != nil {
+		return 0, badFlag(fs, "--ctx %d: %v", ctx, err)
+	}
+	return ctx, nil
+}
+
+// maxPromptBytes bounds a prompt read with --file. 16 MiB is four times the
+// text of the longest context hybrid allows (runtime.MaxContext positions of
+// about 4 bytes of English a token), so no larger prompt could fit.
+const maxPromptBytes = 16 << 20
+
+// stdin is what --file - reads; a test replaces it.
+var stdin io.Reader = os.Stdin
+
+// readPrompt reads the prompt of --file path: a regular file, or standard
+// input for "-", of at most maxPromptBytes of UTF-8. Its errors name the
+// file: they are bad input (exit 1).
+func readPrompt(path string) (string, error) {
+	name, r := "standard input", stdin
+	if path != "-" {
+		name = path
+		// Stat before opening: opening a named pipe would wait for a writer.
+		st, err := os.Stat(path)
+		if err != nil {
+			return "", fmt.Errorf("--file: %w", err)
+		}
+		if !st.Mode().IsRegular() {
+			return "", fmt.Errorf("--file %s: %s, not a regular file (use --file - to read standard input)", path, fileKind(st.Mode()))
+		}
+		if st.Size() > maxPromptBytes {
+			return "", fmt.Errorf("--file %s: %d bytes, more than the %d (16 MiB) a prompt may have", path, st.Size(), maxPromptBytes)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return "", fmt.Errorf("--file: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	// One byte past the limit tells a file that grew, or a longer input,
+	// from one that fits.
+	b, err := io.ReadAll(io.LimitReader(r, maxPromptBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("--file %s: %w", name, err)
+	}
+	if len(b) > maxPromptBytes {
+		return "", fmt.Errorf("--file %s: more than the %d bytes (16 MiB) a prompt may have", name, maxPromptBytes)
+	}
+	if !utf8.Valid(b) {
+		return "", fmt.Errorf("--file %s: not valid UTF-8 (at byte %d)", name, invalidUTF8(b))
+	}
+	return string(b), nil
+}
+
+// invalidUTF8 is the offset of the first byte of b that does not begin a
+// valid UTF-8 sequence, or -1.
+func invalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
+}
+
+// fileKind names what a file that is not regular is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
 }

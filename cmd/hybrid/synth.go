@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"hybrid/models/synth"
+	"hybrid/runtime"
 )
 
 func synthCmd(args []string, stdout, stderr io.Writer) error {
@@ -23,6 +24,10 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "hybrid synth: --preset and -o are required")
 		fs.Usage()
 		return errUsage
+	}
+	// The writer makes a slot per thread before it starts any.
+	if *threads < 0 || *threads > runtime.MaxThreads {
+		return badFlag(fs, "--threads %d: want 0 (every core) or 1..%d", *threads, runtime.MaxThreads)
 	}
 	p, err := synth.LookupPreset(*preset)
 	if err != nil {

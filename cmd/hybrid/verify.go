@@ -10,6 +10,7 @@ import (
 
 	"github.com/jedib0t/go-pretty/v6/table"
 
+	"hybrid/runtime"
 	"hybrid/verify"
 )
 
@@ -25,6 +26,12 @@ func verifyCmd(args []string, stdout, stderr io.Writer) error {
 	prompt := fs.String("prompt", "Once upon a time", "prompt `text`")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if err := checkDeviceFlags(fs, *threads, 0); err != nil {
+		return err
+	}
+	if *n < 1 || *n > runtime.MaxContext {
+		return badFlag(fs, "-n %d: want 1..%d tokens", *n, runtime.MaxContext)
 	}
 	o := verify.Options{Device: *device, Hardware: *hardware, Seed: *seed, Threads: *threads, Tokens: *n, Prompt: *prompt}
 	if *policies != "" {

@@ -242,8 +242,19 @@ func cpuFeatures() string {
 	return kernels.Features()
 }
 
+// maxCPUs is the most separate CPU devices Open makes: the planner plans for
+// at most 16 devices.
+const maxCPUs = 16
+
 func init() {
 	devices.Register(devices.Backend{Kind: "cpu", Open: func(o devices.Options) ([]devices.Device, error) {
+		// Checked before any pool is made: each device starts its threads.
+		if o.CPUs < 0 || o.CPUs > maxCPUs {
+			return nil, fmt.Errorf("cpu: %d CPU devices asked for: want 0..%d", o.CPUs, maxCPUs)
+		}
+		if o.Threads < 0 || o.Threads > kernels.MaxThreads {
+			return nil, fmt.Errorf("cpu: %d threads asked for: want 0 (every core) or 1..%d", o.Threads, kernels.MaxThreads)
+		}
 		n := max(o.CPUs, 1)
 		threads := o.Threads
 		if n > 1 && threads <= 0 {

@@ -3,16 +3,80 @@
 package llama
 
 import (
+	"errors"
 	"fmt"
 
+	"hybrid/models/gguf"
 	"hybrid/quant"
 )
 
-// Metadata is the part of a GGUF file's metadata the config reads.
+// Metadata is the part of a GGUF file's metadata the config reads. If it
+// also has typedMetadata's accessors (a *gguf.File does), a key that holds a
+// value of the wrong type is reported as such, with the type found and the
+// type wanted, rather than as missing or replaced by a default.
 type Metadata interface {
 	String(key string) (string, bool)
 	Uint(key string) (uint64, bool)
 	Float(key string) (float64, bool)
+}
+
+// typedMetadata is metadata whose accessors say why a key has no value of
+// the wanted type: a *gguf.KeyError, which wraps gguf.ErrMissingKey when the
+// key is absent.
+type typedMetadata interface {
+	GetString(key string) (string, error)
+	GetUint(key string) (uint64, error)
+	GetFloat(key string) (float64, error)
+}
+
+var _ typedMetadata = (*gguf.File)(nil)
+
+// lookupString, lookupUint and lookupFloat return the value under key and
+// whether the key is there; a key there with a value of another type is an
+// error.
+func lookupString(md Metadata, key string) (string, bool, error) {
+	if t, ok := md.(typedMetadata); ok {
+		v, err := t.GetString(key)
+		return typed(v, key, err)
+	}
+	v, ok := md.String(key)
+	return v, ok, nil
+}
+
+func lookupUint(md Metadata, key string) (uint64, bool, error) {
+	if t, ok := md.(typedMetadata); ok {
+		v, err := t.GetUint(key)
+		return typed(v, key, err)
+	}
+	v, ok := md.Uint(key)
+	return v, ok, nil
+}
+
+func lookupFloat(md Metadata, key string) (float64, bool, error) {
+	if t, ok := md.(typedMetadata); ok {
+		v, err := t.GetFloat(key)
+		return typed(v, key, err)
+	}
+	v, ok := md.Float(key)
+	return v, ok, nil
+}
+
+// typed sorts a typed accessor's error: none, a missing key (not an error
+// here: the caller knows whether the key has a default), or a wrong type,
+// said without the file's path, which the caller of ConfigFrom adds once.
+func typed[T any](v T, key string, err error) (T, bool, error) {
+	var ke *gguf.KeyError
+	switch {
+	case err == nil:
+		return v, true, nil
+	case errors.Is(err, gguf.ErrMissingKey):
+		return v, false, nil
+	case errors.As(err, &ke) && ke.Msg != "":
+		return v, false, fmt.Errorf("llama: metadata key %s %s", key, ke.Msg)
+	case errors.As(err, &ke):
+		return v, false, fmt.Errorf("llama: metadata key %s is %s, want %s", key, ke.Got, ke.Want)
+	}
+	return v, false, fmt.Errorf("llama: metadata key %s: %w", key, err)
 }
 
 // TensorShape is a tensor's type and GGUF dims (dims[0] is the contiguous row).
@@ -51,7 +115,10 @@ const (
 // the file holds. Errors name the metadata key or tensor at fault.
 func ConfigFrom(md Metadata, tensors map[string]TensorShape) (Config, error) {
 	var c Config
-	arch, ok := md.String("general.architecture")
+	arch, ok, err := lookupString(md, "general.architecture")
+	if err != nil {
+		return c, err
+	}
 	if !ok {
 		return c, fmt.Errorf("llama: metadata key general.architecture is missing")
 	}
@@ -59,12 +126,15 @@ func ConfigFrom(md Metadata, tensors map[string]TensorShape) (Config, error) {
 		return c, fmt.Errorf("llama: general.architecture is %q; only \"llama\" is supported", arch)
 	}
 	c.Arch = arch
-	var err error
 	get := func(key string, def int, max int) int {
 		if err != nil {
 			return 0
 		}
-		v, ok := md.Uint(arch + "." + key)
+		v, ok, e := lookupUint(md, arch+"."+key)
+		if e != nil {
+			err = e
+			return 0
+		}
 		if !ok {
 			if def >= 0 {
 				return def
@@ -102,18 +172,26 @@ func ConfigFrom(md Metadata, tensors map[string]TensorShape) (Config, error) {
 		return c, fmt.Errorf("llama: %s.rope.dimension_count %d is odd", arch, c.RopeDims)
 	}
 	c.RopeBase = 10000
-	if v, ok := md.Float(arch + ".rope.freq_base"); ok {
-		if !(v > 0) {
-			return c, fmt.Errorf("llama: %s.rope.freq_base %g is not positive", arch, v)
+	base, ok, err := lookupFloat(md, arch+".rope.freq_base")
+	if err != nil {
+		return c, err
+	}
+	if ok {
+		if !(base > 0) {
+			return c, fmt.Errorf("llama: %s.rope.freq_base %g is not positive", arch, base)
 		}
-		c.RopeBase = float32(v)
+		c.RopeBase = float32(base)
 	}
 	c.Eps = 1e-5
-	if v, ok := md.Float(arch + ".attention.layer_norm_rms_epsilon"); ok {
-		if !(v > 0 && v < 1) {
-			return c, fmt.Errorf("llama: %s.attention.layer_norm_rms_epsilon %g is out of range", arch, v)
+	eps, ok, err := lookupFloat(md, arch+".attention.layer_norm_rms_epsilon")
+	if err != nil {
+		return c, err
+	}
+	if ok {
+		if !(eps > 0 && eps < 1) {
+			return c, fmt.Errorf("llama: %s.attention.layer_norm_rms_epsilon %g is out of range", arch, eps)
 		}
-		c.Eps = float32(v)
+		c.Eps = float32(eps)
 	}
 
 	emb, ok := tensors["token_embd.weight"]
@@ -124,8 +202,12 @@ func ConfigFrom(md Metadata, tensors map[string]TensorShape) (Config, error) {
 		return c, fmt.Errorf("llama: tensor token_embd.weight has dims %v, want [%d, vocab]", emb.Dims, c.Dim)
 	}
 	c.Vocab = int(emb.Dims[1])
-	if v, ok := md.Uint(arch + ".vocab_size"); ok && v != uint64(c.Vocab) {
-		return c, fmt.Errorf("llama: %s.vocab_size %d differs from token_embd.weight's %d rows", arch, v, c.Vocab)
+	nv, ok, err := lookupUint(md, arch+".vocab_size")
+	if err != nil {
+		return c, err
+	}
+	if ok && nv != uint64(c.Vocab) {
+		return c, fmt.Errorf("llama: %s.vocab_size %d differs from token_embd.weight's %d rows", arch, nv, c.Vocab)
 	}
 	_, hasOut := tensors["output.weight"]
 	c.TiedOutput = !hasOut

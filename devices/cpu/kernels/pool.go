@@ -45,9 +45,18 @@ type funcTask struct{ f func(lo, hi int) }
 
 func (t *funcTask) run(lo, hi int) { t.f(lo, hi) }
 
-// NewPool starts a pool of threads workers (at least 1).
+// MaxThreads is the most workers a Pool has. More goroutines than cores only
+// add contention, and 1024 is above the hardware threads of any single host
+// (two 192-core EPYCs with SMT have 768), so a larger request is a mistake,
+// not a machine: bounding it here keeps it from allocating a channel and a
+// goroutine per requested thread before anything checks it.
+const MaxThreads = 1024
+
+// NewPool starts a pool of threads workers, at least 1 and at most
+// MaxThreads: callers check the number they are given (the CPU backend's Open
+// refuses one out of range); the clamp is the last guard.
 func NewPool(threads int) *Pool {
-	threads = max(threads, 1)
+	threads = min(max(threads, 1), MaxThreads)
 	p := &Pool{threads: threads, done: make(chan struct{}, 1)}
 	p.wake = make([]chan struct{}, threads-1)
 	for i := range p.wake {
