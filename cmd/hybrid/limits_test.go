@@ -58,6 +58,8 @@ func TestEveryInputBounded(t *testing.T) {
 	}
 	headsF32 := rewrite(t, setKV("llama.attention.head_count", float32(8)), nil)
 	ctxF32 := rewrite(t, setKV("llama.context_length", float32(2048)), nil)
+	tokU32 := rewrite(t, setKV("tokenizer.ggml.model", uint32(1)), nil)
+	bosStr := rewrite(t, setKV("tokenizer.ggml.bos_token_id", "one"), nil)
 	archU32 := rewrite(t, setKV("general.architecture", uint32(1)), nil)
 
 	for _, c := range []struct {
@@ -126,6 +128,8 @@ func TestEveryInputBounded(t *testing.T) {
 		// not "missing" or a silent default; the file named once.
 		{"head_count f32", []string{"run", "--model", headsF32, "-n", "1"}, nil, 1, []string{headsF32 + ": ", "llama.attention.head_count is float32, want an unsigned integer"}},
 		{"context_length f32", []string{"run", "--model", ctxF32, "-n", "1"}, nil, 1, []string{ctxF32 + ": ", "llama.context_length is float32, want an unsigned integer"}},
+		{"tokenizer model uint32", []string{"run", "--model", tokU32, "-n", "1"}, nil, 1, []string{tokU32 + ": ", "tokenizer.ggml.model is uint32, want string"}},
+		{"bos id a string", []string{"run", "--model", bosStr, "-n", "1"}, nil, 1, []string{bosStr + ": ", "tokenizer.ggml.bos_token_id"}},
 		{"architecture uint32", []string{"run", "--model", archU32, "-n", "1"}, nil, 1, []string{archU32 + ": ", "general.architecture is uint32, want string"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -50,7 +50,7 @@ func FromFile(f *gguf.File, name string) (*Model, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if m.Tokenizer, err = tokenizer.FromGGUF(f); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, err // it names the file
 	}
 	if v := m.Tokenizer.VocabSize(); v != m.Config.Vocab {
 		return nil, fmt.Errorf("%s: the tokenizer has %d tokens but token_embd.weight has %d rows", name, v, m.Config.Vocab)

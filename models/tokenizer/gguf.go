@@ -8,28 +8,28 @@ import (
 
 // FromGGUF builds the tokenizer described by a GGUF file's tokenizer.ggml.*
 // metadata. Keys the file leaves out keep NewVocab's defaults; a key that is
-// present with the wrong type is an error naming the file and the key, as is
-// a missing or unsupported tokenizer.ggml.model.
+// present with the wrong type is an error naming the file (once) and the key,
+// as is a missing or unsupported tokenizer.ggml.model.
 func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	model, err := f.GetString("tokenizer.ggml.model")
 	if err != nil {
-		return nil, fmt.Errorf("%s: no tokenizer: %w", f.Path, err)
+		return nil, fmt.Errorf("no tokenizer: %w", err) // gguf's error names the file
 	}
 	if model != "llama" {
 		return nil, fmt.Errorf("%s: tokenizer.ggml.model is %q: only the Llama SentencePiece tokenizer (\"llama\") is supported", f.Path, model)
 	}
 	v := NewVocab(model)
 	if v.Tokens, err = f.GetStrings("tokenizer.ggml.tokens"); err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
+		return nil, err // gguf's error names the file and the key
 	}
 	if _, ok := f.Value("tokenizer.ggml.scores"); ok {
 		if v.Scores, err = f.GetFloat32s("tokenizer.ggml.scores"); err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Path, err)
+			return nil, err // gguf's error names the file and the key
 		}
 	}
 	if _, ok := f.Value("tokenizer.ggml.token_type"); ok {
 		if v.Types, err = f.GetInt32s("tokenizer.ggml.token_type"); err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Path, err)
+			return nil, err // gguf's error names the file and the key
 		}
 	}
 	ids := []struct {
@@ -48,7 +48,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		}
 		n, err := f.GetInt(id.key)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Path, err)
+			return nil, err // gguf's error names the file and the key
 		}
 		if n < 0 || n >= int64(len(v.Tokens)) {
 			// llama.cpp ignores an id outside the vocabulary (files write
@@ -71,7 +71,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		}
 		b, err := f.GetBool(fl.key)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Path, err)
+			return nil, err // gguf's error names the file and the key
 		}
 		*fl.dst = b
 	}
