@@ -128,6 +128,7 @@ func TestEveryInputBounded(t *testing.T) {
 		// not "missing" or a silent default; the file named once.
 		{"head_count f32", []string{"run", "--model", headsF32, "-n", "1"}, nil, 1, []string{headsF32 + ": ", "llama.attention.head_count is float32, want an unsigned integer"}},
 		{"context_length f32", []string{"run", "--model", ctxF32, "-n", "1"}, nil, 1, []string{ctxF32 + ": ", "llama.context_length is float32, want an unsigned integer"}},
+		{"profile -o a directory", []string{"profile", "-o", dir}, nil, 1, []string{"-o: refusing to replace " + dir, "a directory"}},
 		{"tokenizer model uint32", []string{"run", "--model", tokU32, "-n", "1"}, nil, 1, []string{tokU32 + ": ", "tokenizer.ggml.model is uint32, want string"}},
 		{"bos id a string", []string{"run", "--model", bosStr, "-n", "1"}, nil, 1, []string{bosStr + ": ", "tokenizer.ggml.bos_token_id"}},
 		{"architecture uint32", []string{"run", "--model", archU32, "-n", "1"}, nil, 1, []string{archU32 + ": ", "general.architecture is uint32, want string"}},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"hybrid/internal/atomicfile"
 	"hybrid/runtime"
 )
 
@@ -36,6 +37,9 @@ func profileCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *prefill < 0 || *prefill > runtime.MaxBatch {
 		return badFlag(fs, "--prefill %d: want 0 (decode only) or 1..%d tokens", *prefill, runtime.MaxBatch)
+	}
+	if err := atomicfile.Check(*out); err != nil {
+		return fmt.Errorf("-o: %w", err)
 	}
 	m, err := runtime.LoadModel(*model, nil)
 	if err != nil {

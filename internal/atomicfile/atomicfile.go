@@ -86,6 +86,18 @@ func Create(path string, perm os.FileMode) (*File, error) {
 	return f, nil
 }
 
+// Check says whether path could be written by Create: an error if it
+// exists (through any symbolic links) and is not a regular file. Commands
+// that work a long time before writing call it first, so that a bad -o is
+// refused at once rather than after the work.
+func Check(path string) error {
+	if path == "" {
+		return &fs.PathError{Op: "create", Path: path, Err: fs.ErrInvalid}
+	}
+	_, _, err := resolve(path)
+	return err
+}
+
 // resolve follows symbolic links from path to the file a write should
 // replace, and returns it with its FileInfo (nil if it does not exist yet).
 // It is filepath.EvalSymlinks for the last element, except that a link to a
