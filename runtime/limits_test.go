@@ -192,3 +192,17 @@ func TestBenchBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasureProfileRefusesNoSteps: steps divide every measurement, so a
+// caller other than the CLI (which bounds --steps) gets an error, not a
+// division by zero.
+func TestMeasureProfileRefusesNoSteps(t *testing.T) {
+	m := builtinModel(t)
+	d := cpu.New("cpu", 1)
+	defer d.Close()
+	for _, steps := range []int{0, -1} {
+		if _, err := MeasureProfile(m, []devices.Device{d}, 16, 0, steps); err == nil {
+			t.Fatalf("steps %d accepted", steps)
+		}
+	}
+}

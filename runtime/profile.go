@@ -16,6 +16,12 @@ import (
 // plus bytes over bandwidth. Simulated devices are skipped: their costs are
 // their hardware profile's.
 func MeasureProfile(m *llama.Model, devs []devices.Device, ctx, prefill, steps int) (*planner.Profile, error) {
+	if steps < 1 {
+		return nil, fmt.Errorf("runtime: a profile needs at least one timed step, got %d", steps)
+	}
+	if prefill < 0 || ctx < 1 {
+		return nil, fmt.Errorf("runtime: profile of prefill %d tokens in a context of %d", prefill, ctx)
+	}
 	p := &planner.Profile{Model: m.Path, Taken: time.Now().UTC().Format(time.RFC3339), Devices: map[string]*planner.DeviceProfile{}}
 	var real []devices.Device
 	for _, d := range devs {
