@@ -120,6 +120,9 @@ func NewPlanExecutor(m *llama.Model, devs []devices.Device, ctx int, opts Option
 			return nil, fmt.Errorf("runtime: loading %s: %w", op.Weight.Name, err)
 		}
 		if lerr != nil {
+			if cerr := m.File.Check(); cerr != nil {
+				return nil, fmt.Errorf("runtime: loading %s: %w (%v)", op.Weight.Name, cerr, lerr)
+			}
 			return nil, lerr
 		}
 	}

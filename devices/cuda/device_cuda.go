@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"unsafe"
 
@@ -272,10 +273,8 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 		if err != nil {
 			return fmt.Errorf("cuda: weight %s: %w", w.Name, err)
 		}
-		if len(data) > 0 {
-			if err := memcpyHtoD(p, unsafe.Pointer(&data[0]), int64(len(data))); err != nil {
-				return fmt.Errorf("cuda: weight %s: upload: %w", w.Name, err)
-			}
+		if err := d.upload(p, data); err != nil {
+			return errors.Join(fmt.Errorf("cuda: weight %s: upload: %w", w.Name, err), d.release(p))
 		}
 		res.ptr = p
 		d.wmu.Lock()
@@ -283,6 +282,52 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 		d.wmu.Unlock()
 		return nil
 	})
+}
+
+// uploadChunk is how much of a weight goes through the pinned staging
+// buffer at a time.
+const uploadChunk = 8 << 20
+
+// ErrFault is wrapped when reading a weight's bytes faulted: they are used
+// in place in a memory-mapped model file, which was truncated under them.
+var ErrFault = errors.New("memory fault reading the weight's bytes (the model file was truncated?)")
+
+// upload copies data to p (device thread only) through the pinned staging
+// buffer: the copy out of data, which may be a mapped file, is Go's, so a
+// page that vanished with a truncated file is an error (ErrFault) rather
+// than a fault inside the driver that would end the process; and pinned
+// memory goes at the link's DMA rate.
+func (d *Device) upload(p dptr, data []byte) error {
+	for off := 0; off < len(data); off += uploadChunk {
+		n := min(uploadChunk, len(data)-off)
+		s, err := d.staging(n)
+		if err != nil {
+			return err
+		}
+		if err := copyGuarded(s, data[off:off+n]); err != nil {
+			return err
+		}
+		if err := memcpyHtoD(p+dptr(off), d.stage, int64(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyGuarded is copy(dst, src), with a memory fault reading src returned
+// as ErrFault.
+func copyGuarded(dst, src []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(interface{ Addr() uintptr }); !ok {
+				panic(r)
+			}
+			err = ErrFault
+		}
+	}()
+	copy(dst, src)
+	return nil
 }
 
 // alloc takes n bytes of device memory (device thread only).

@@ -1,0 +1,60 @@
+//go:build cuda && (linux || darwin)
+
+package cuda
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"hybrid/ops"
+	"hybrid/quant"
+)
+
+// TestLoadWeightFromTruncatedFile uploads a weight whose bytes are a mapping
+// of a file truncated after it was mapped, as a model file cut short during
+// loading would be: the upload fails with ErrFault instead of a fault inside
+// the driver ending the process, and the device stays usable.
+func TestLoadWeightFromTruncatedFile(t *testing.T) {
+	g := gpu(t)
+	const rows, cols = 512, 256
+	rb, err := quant.RowBytes(quant.Q8_0, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := rows * rb
+	path := filepath.Join(t.TempDir(), "w.bin")
+	if err := os.WriteFile(path, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	data, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(data)
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	used := g.MemoryUsed()
+	w := &ops.Weight{Name: "truncated", Type: quant.Q8_0, Rows: rows, Cols: cols}
+	if err := g.LoadWeight(w, data); !errors.Is(err, ErrFault) {
+		t.Fatalf("LoadWeight over a truncated mapping: %v, want ErrFault", err)
+	}
+	if g.MemoryUsed() != used {
+		t.Fatalf("the failed upload kept %d bytes", g.MemoryUsed()-used)
+	}
+	b, err := g.Alloc(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Free(b); err != nil {
+		t.Fatal(err)
+	}
+}
