@@ -1,8 +1,8 @@
 //go:build cuda
 
 // Package cuda is the NVIDIA GPU device, built with the cuda tag: weights stay
-// on the GPU in their GGUF blocks, activations and the KV cache are f32
-// device buffers, and every op is a kernel of kernels/*.cu (compiled to PTX
+// on the GPU in their GGUF blocks, activations are f32 device buffers and the
+// KV cache binary16 (as the CPU device's), and every op is a kernel of kernels/*.cu (compiled to PTX
 // and embedded) decoding weights in registers. It drives the GPU through the
 // CUDA driver API (cgo against libcuda, driver_cuda.go), every call of a
 // context on one locked OS thread: the device owns a goroutine that runs its
@@ -97,7 +97,8 @@ type weight struct {
 	rowBytes int
 }
 
-// kvCache is one layer's keys and values, f32, ctx positions × dim.
+// kvCache is one layer's keys and values, binary16 (as the CPU device keeps
+// them: half the memory of f32, the same rounding), ctx positions × dim.
 type kvCache struct {
 	k, v     dptr
 	ctx, dim int
@@ -204,7 +205,7 @@ func (d *Device) Name() string { return d.name }
 
 // Info implements devices.Device.
 func (d *Device) Info() devices.Info {
-	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, KVBytes: 4, FusionWindow: fusionWindow, Detail: fmt.Sprintf("%s, %.1f GiB, PTX compute_80 kernels, f32 KV cache", d.gpu, float64(d.total)/(1<<30))}
+	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, KVBytes: 2, FusionWindow: fusionWindow, Detail: fmt.Sprintf("%s, %.1f GiB, PTX compute_80 kernels, f16 KV cache", d.gpu, float64(d.total)/(1<<30))}
 }
 
 // Supports implements devices.Device.

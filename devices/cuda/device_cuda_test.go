@@ -319,12 +319,19 @@ func TestAttention(t *testing.T) {
 	a := ops.AttnParams{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Context: ctx}
 	op := &ops.Op{Kind: ops.Attention, Name: "attn", Layer: 7, Attn: a}
 	kdim := kvHeads * hd
-	var ks, vs []float32 // every position's keys and values so far
+	var ks, vs []float32 // every position's keys and values so far, rounded to f16 as the cache holds them
+	round16 := func(x []float32) []float32 {
+		out := make([]float32, len(x))
+		for i, v := range x {
+			out[i] = quant.F16ToF32(quant.F32ToF16(v))
+		}
+		return out
+	}
 	for _, st := range []ops.Step{{Tokens: make([]int32, 90), Pos: 0}, {Tokens: make([]int32, 1), Pos: 90}, {Tokens: make([]int32, 5), Pos: 91}} {
 		t.Run(fmt.Sprintf("pos=%d/n=%d", st.Pos, len(st.Tokens)), func(t *testing.T) {
 			n := len(st.Tokens)
 			q, k, v := verify.RandVec(r, n*heads*hd), verify.RandVec(r, n*kdim), verify.RandVec(r, n*kdim)
-			ks, vs = append(ks, k...), append(vs, v...)
+			ks, vs = append(ks, round16(k)...), append(vs, round16(v)...)
 			got := runOp(t, g, op, st, nil, len(q), q, k, v)
 			cpuOut := runOp(t, cpuDev, op, st, nil, len(q), q, k, v)
 			want := make([]float64, len(q))

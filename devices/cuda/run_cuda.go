@@ -379,11 +379,11 @@ func (d *Device) kvFor(op *ops.Op) (*kvCache, error) {
 				return nil, fmt.Errorf("KV cache: %w", err)
 			}
 		}
-		k, err := d.alloc(4 * int64(a.Context*dim))
+		k, err := d.alloc(2 * int64(a.Context*dim))
 		if err != nil {
 			return nil, fmt.Errorf("KV cache: %w", err)
 		}
-		v, err := d.alloc(4 * int64(a.Context*dim))
+		v, err := d.alloc(2 * int64(a.Context*dim))
 		if err != nil {
 			return nil, fmt.Errorf("KV cache: %w", err)
 		}

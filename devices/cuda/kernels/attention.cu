@@ -1,6 +1,7 @@
 // attention.cu: causal grouped-query softmax attention of n query rows over
-// the layer's f32 KV cache (ctx × kvHeads·headDim, keys and values already
-// appended at pos..pos+n-1). Query row i sees cache positions 0..pos+i.
+// the layer's f16 KV cache (ctx × kvHeads·headDim binary16, keys and values
+// already appended at pos..pos+n-1, rounded to nearest as the CPU device's
+// cache is), computed in f32. Query row i sees cache positions 0..pos+i.
 //
 // Layout: one block per (query head, query row), ATT_WARPS warps; warp w
 // takes keys w, w+ATT_WARPS, … with an online softmax (running max, sum and
@@ -9,11 +10,12 @@
 // cache; a decode step has only `heads` blocks, so long contexts would want
 // the span split over more blocks (flash-decoding), not done yet.
 #include <math.h>
+#include <cuda_fp16.h>
 
 #define ATT_WARPS 16 // attWarps in run_cuda.go
 #define MAX_T 8 // head dims up to 256
 
-extern "C" __global__ void attention(const float *q, const float *kc, const float *vc, float *out, int heads, int kvHeads,
+extern "C" __global__ void attention(const float *q, const __half *kc, const __half *vc, float *out, int heads, int kvHeads,
                                      int headDim, const int *posp, float scale) {
 	int pos = *posp; // the step's position, read from the device
 	__shared__ float sm[ATT_WARPS][2 + 32 * MAX_T];
@@ -29,12 +31,12 @@ extern "C" __global__ void attention(const float *q, const float *kc, const floa
 	}
 	float m = -INFINITY, s = 0;
 	for (int j = warp; j < span; j += ATT_WARPS) {
-		const float *kr = kc + (long long)j * dim + kh, *vr = vc + (long long)j * dim + kh;
+		const __half *kr = kc + (long long)j * dim + kh, *vr = vc + (long long)j * dim + kh;
 		float dot = 0;
 #pragma unroll
 		for (int t = 0; t < MAX_T; t++) {
 			int f = lane + 32 * t;
-			if (f < headDim) dot = fmaf(qr[t], kr[f], dot);
+			if (f < headDim) dot = fmaf(qr[t], __half2float(kr[f]), dot);
 		}
 		for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffff, dot, o);
 		float x = dot * scale, p = 1, corr = 1;
@@ -48,7 +50,7 @@ extern "C" __global__ void attention(const float *q, const float *kc, const floa
 #pragma unroll
 		for (int t = 0; t < MAX_T; t++) {
 			int f = lane + 32 * t;
-			if (f < headDim) acc[t] = acc[t] * corr + p * vr[f];
+			if (f < headDim) acc[t] = acc[t] * corr + p * __half2float(vr[f]);
 		}
 	}
 	if (lane == 0) sm[warp][0] = m, sm[warp][1] = s;

@@ -103,7 +103,7 @@ FOR_TYPES(MV)
 // (kw) into qo and ko, and the append of the rotated keys and the values v
 // to the layer's caches at the step's position, in one launch. Thread i
 // takes pair i of q, then of k, then two values.
-extern "C" __global__ void rope_kv(const float *q, const float *k, const float *v, float *qo, float *ko, float *kc, float *vc, int qw, int kw,
+extern "C" __global__ void rope_kv(const float *q, const float *k, const float *v, float *qo, float *ko, __half *kc, __half *vc, int qw, int kw,
                                    int headDim, int dims, float scale, const int *posp) {
 	int pos = *posp, half = headDim / 2;
 	int i = blockIdx.x * blockDim.x + threadIdx.x, qp = qw / 2, kp = kw / 2;
@@ -116,9 +116,9 @@ extern "C" __global__ void rope_kv(const float *q, const float *k, const float *
 		float y0, y1;
 		rope_pair(k[off], k[off + 1], pos, (i - qp) % half, dims, scale, y0, y1);
 		ko[off] = y0, ko[off + 1] = y1;
-		kc[base + off] = y0, kc[base + off + 1] = y1;
+		kc[base + off] = __float2half_rn(y0), kc[base + off + 1] = __float2half_rn(y1);
 	} else if (i < qp + 2 * kp) {
 		int off = 2 * (i - qp - kp);
-		vc[base + off] = v[off], vc[base + off + 1] = v[off + 1];
+		vc[base + off] = __float2half_rn(v[off]), vc[base + off + 1] = __float2half_rn(v[off + 1]);
 	}
 }

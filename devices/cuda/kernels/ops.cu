@@ -67,12 +67,13 @@ extern "C" __global__ void add(const float *a, const float *b, float *y, int n) 
 }
 
 // kv_append: kc[pos·dim + i] = k[i], vc[pos·dim + i] = v[i] for the step's n
-// rows of dim (total = n·dim); pos is read from the device.
-extern "C" __global__ void kv_append(const float *k, const float *v, float *kc, float *vc, int total, int dim, const int *posp) {
+// rows of dim (total = n·dim), rounded to binary16 (the cache is f16, as the
+// CPU device's); pos is read from the device.
+extern "C" __global__ void kv_append(const float *k, const float *v, __half *kc, __half *vc, int total, int dim, const int *posp) {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < total) {
 		long long o = (long long)(*posp) * dim + i;
-		kc[o] = k[i];
-		vc[o] = v[i];
+		kc[o] = __float2half_rn(k[i]);
+		vc[o] = __float2half_rn(v[i]);
 	}
 }
