@@ -12,7 +12,10 @@
 // (VPMADDUBSW), weighted by their sub-block scales (VPMADDWD, the scale spread
 // over the vector by VPSHUFB) and summed in int32 lanes, so floats appear once
 // per super-block. About 75 vector ops per 144 bytes (Q4_K), 95 per 176
-// (Q5_K).
+// (Q5_K). The float steps are llama.cpp's AVX2 ones, in its order
+// (ggml_vec_dot_q4_K_q8_K, ggml_vec_dot_q5_K_q8_K): the mins in four f32
+// lanes (Q4_K) or one (Q5_K), kept apart from the eight lanes of the scaled
+// sums until both are reduced; kquantorder_test.go holds the definition.
 
 DATA knib<>+0(SB)/4, $0x0f0f0f0f
 GLOBL knib<>(SB), RODATA|NOPTR, $4
@@ -86,8 +89,9 @@ GLOBL kpick<>(SB), RODATA|NOPTR, $256
 	VEXTRACTI128 $1, Y5, X6 \
 	VPERMQ      $0x44, Y5, Y5
 
-// SUPERSTART sets Y10 to d·dx and adds dmin·dx·Σ min·(sub-block sum of the
-// activations at (R15)) into X12, from SCALES' X6 and the f16 d, dmin at (BX).
+// SUPERSTART sets Y10 to d·dx, X11 to dmin·dx and X6 to the int32 products
+// of SCALES' mins (X6) with pairs of the activations' per-16 sums at (R15):
+// four lanes, each two sub-blocks' Σ min·(sub-block sum).
 #define SUPERSTART \
 	VCVTPH2PS    (BX), X8 \
 	VBROADCASTSS (DX), X9 \
@@ -96,9 +100,22 @@ GLOBL kpick<>(SB), RODATA|NOPTR, $256
 	VPERMILPS    $0x55, X8, X11 \
 	VMOVDQU      (R15), X7 \
 	VPHADDW      16(R15), X7, X7 \
-	VPMADDWD     X7, X6, X6 \
+	VPMADDWD     X7, X6, X6
+
+// MINS4 (Q4_K) adds dmin·dx times SUPERSTART's four lanes into X12's four
+// lanes; MINS1 (Q5_K) adds their integer sum, times dmin·dx, into X12's
+// lane 0. Both clear Y6 and Y7 for the sums.
+#define MINS4 \
 	VCVTDQ2PS    X6, X6 \
 	VFMADD231PS  X11, X6, X12 \
+	VPXOR        Y6, Y6, Y6 \
+	VPXOR        Y7, Y7, Y7
+
+#define MINS1 \
+	VPHADDD      X6, X6, X6 \
+	VPHADDD      X6, X6, X6 \
+	VCVTDQ2PS    X6, X6 \
+	VFMADD231SS  X11, X6, X12 \
 	VPXOR        Y6, Y6, Y6 \
 	VPXOR        Y7, Y7, Y7
 
@@ -162,10 +179,15 @@ GLOBL kpick<>(SB), RODATA|NOPTR, $256
 	DECQ R13 \
 	JNZ  label
 
-// The row's result is Σ d·scale·dot − Σ dmin·min·sum; X12's upper half is 0.
+// The row's result is Σ d·scale·dot − Σ dmin·min·sum: Y0's lanes summed
+// (HSUM), less X12's reduced as (m0+m2)+(m1+m3), as llama.cpp does.
 #define ROWNEXT(label) \
-	VSUBPS Y12, Y0, Y0 \
 	HSUM \
+	VPERMILPS $0x0e, X12, X1 \
+	VADDPS    X1, X12, X12 \
+	VPERMILPS $0x01, X12, X1 \
+	VADDSS    X1, X12, X12 \
+	VSUBSS    X12, X0, X0 \
 	VMOVSS X0, (DI) \
 	ADDQ   $4, DI \
 	ADDQ   R8, SI \
@@ -187,6 +209,7 @@ q4krow:
 q4kblock:
 	SCALES
 	SUPERSTART
+	MINS4
 	Q4CHUNK(0)
 	Q4CHUNK(1)
 	Q4CHUNK(2)
@@ -213,6 +236,7 @@ q5krow:
 q5kblock:
 	SCALES
 	SUPERSTART
+	MINS1
 	VMOVDQU 16(BX), Y9
 	Q5CHUNK(0)
 	Q5CHUNK(1)
