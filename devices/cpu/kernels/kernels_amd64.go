@@ -22,6 +22,9 @@ func init() {
 		return
 	}
 	kernelFor[quant.Q4_0].rows = block32Offset(q4_0Rows)
+	if hasAVX512VNNI {
+		kernelFor[quant.Q4_0].rows = block32Offset(q4_0RowsVNNI)
+	}
 	kernelFor[quant.Q8_0].rows = block32(q8_0Rows)
 	kernelFor[quant.Q5_0].rows = block32(q5_0Rows)
 	kernelFor[quant.Q4_1].rows = block32Offset(q4_1Rows)
