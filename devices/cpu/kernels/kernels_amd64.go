@@ -30,6 +30,9 @@ func init() {
 	kernelFor[quant.Q4_1].rows = block32Offset(q4_1Rows)
 	kernelFor[quant.Q5_1].rows = block32Offset(q5_1Rows)
 	kernelFor[quant.Q4_K].rows = block256(q4_KRows)
+	if hasAVX512VNNI {
+		kernelFor[quant.Q4_K].rows = block256(q4_KRowsVNNI)
+	}
 	kernelFor[quant.Q5_K].rows = block256(q5_KRows)
 	kernelFor[quant.Q6_K].rows = block256(q6_KRows)
 	kernelFor[quant.F32].rows = orderedRows(vecF32)
