@@ -5,6 +5,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"hybrid/internal/filekind"
 )
 
 // ReadFile reads a file of the format: a regular file of at most the
@@ -50,29 +52,10 @@ func (f *Format) ReadFile(path string) ([]byte, error) {
 // checkFile refuses what is not a regular file, or is one over the limit.
 func (f *Format) checkFile(path string, info fs.FileInfo) error {
 	if m := info.Mode(); !m.IsRegular() {
-		return f.fail(path, 0, Problem{Issue: NotRegular, Got: fileKind(m)})
+		return f.fail(path, 0, Problem{Issue: NotRegular, Got: filekind.Of(m)})
 	}
 	if info.Size() > int64(f.limit()) {
 		return f.fail(path, 0, Problem{Issue: TooLarge})
 	}
 	return nil
-}
-
-// fileKind says what a file that is not a regular one is.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSymlink != 0: // os.Stat follows links; a loop ends in an error before this
-		return "a symbolic link"
-	}
-	return "an irregular file"
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"hybrid/internal/filekind"
 	"hybrid/models/llama"
 	"hybrid/runtime"
 )
@@ -277,7 +278,7 @@ func readPrompt(path string) (string, error) {
 			return "", fmt.Errorf("--file: %w", err)
 		}
 		if !st.Mode().IsRegular() {
-			return "", fmt.Errorf("--file %s: %s, not a regular file (use --file - to read standard input)", path, fileKind(st.Mode()))
+			return "", fmt.Errorf("--file %s: %s, not a regular file (use --file - to read standard input)", path, filekind.Of(st.Mode()))
 		}
 		if st.Size() > maxPromptBytes {
 			return "", fmt.Errorf("--file %s: %d bytes, more than the %d (16 MiB) a prompt may have", path, st.Size(), maxPromptBytes)
@@ -315,19 +316,4 @@ func invalidUTF8(b []byte) int {
 		i += size
 	}
 	return -1
-}
-
-// fileKind names what a file that is not regular is.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "a special file"
 }

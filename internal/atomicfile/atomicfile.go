@@ -19,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"hybrid/internal/filekind"
 )
 
 // ErrNotRegular is wrapped by the error Create returns for a target that
@@ -129,27 +131,10 @@ func resolve(path string) (string, fs.FileInfo, error) {
 			if p != path {
 				name = fmt.Sprintf("%s (a link to %s)", path, p)
 			}
-			return "", nil, fmt.Errorf("refusing to replace %s: it is %s, %w", name, kind(fi.Mode()), ErrNotRegular)
+			return "", nil, fmt.Errorf("refusing to replace %s: it is %s, %w", name, filekind.Of(fi.Mode()), ErrNotRegular)
 		}
 	}
 	return "", nil, &fs.PathError{Op: "resolve", Path: path, Err: fmt.Errorf("more than %d symbolic links", maxLinks)}
-}
-
-// kind names what a file that is not regular is.
-func kind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return "a special file (" + m.Type().String() + ")"
 }
 
 func suffix() string {
@@ -186,7 +171,7 @@ func (f *File) Commit() error {
 	if err == nil {
 		// Something may have taken the target's place since Create.
 		if fi, lerr := os.Lstat(f.target); lerr == nil && !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 {
-			err = fmt.Errorf("refusing to replace %s: it is now %s, %w", f.target, kind(fi.Mode()), ErrNotRegular)
+			err = fmt.Errorf("refusing to replace %s: it is now %s, %w", f.target, filekind.Of(fi.Mode()), ErrNotRegular)
 		}
 	}
 	if err == nil {

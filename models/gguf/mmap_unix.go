@@ -9,6 +9,8 @@ import (
 	"os"
 	"runtime/debug"
 	"syscall"
+
+	"hybrid/internal/filekind"
 )
 
 // Open memory-maps the GGUF file at path, read-only, and parses it. Tensor
@@ -21,7 +23,7 @@ func Open(path string) (*File, error) {
 	if st, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	} else if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("gguf: %s: not a regular file (%s)", path, st.Mode().Type())
+		return nil, fmt.Errorf("gguf: %s: %s, not a regular file", path, filekind.Of(st.Mode()))
 	}
 	fd, err := os.Open(path)
 	if err != nil {
