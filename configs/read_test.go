@@ -4,12 +4,10 @@ package configs
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"hybrid/internal/testfiles"
 )
 
 // TestReadFileRefusesSpecialFiles: what is not a regular file is refused
@@ -18,23 +16,8 @@ import (
 // first, the FIFO blocked (the test fails on its deadline) and the
 // directory was a read error that named no kind.
 func TestReadFileRefusesSpecialFiles(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo.yaml")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	zero := filepath.Join(dir, "zero.yaml")
-	if err := os.Symlink("/dev/zero", zero); err != nil {
-		t.Fatal(err)
-	}
-	sub := filepath.Join(dir, "dir.yaml")
-	if err := os.Mkdir(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	big := filepath.Join(dir, "big.yaml")
-	if err := os.WriteFile(big, []byte("name: "+strings.Repeat("a", 2<<20)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	sp := testfiles.Make(t, ".yaml", "name: a\n")
+	fifo, zero, sub, big := sp.FIFO, sp.ZeroLink, sp.Dir, sp.Big
 	for _, c := range []struct {
 		name, path string
 		issue      Issue

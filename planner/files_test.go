@@ -4,14 +4,12 @@ package planner
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"hybrid/configs"
+	"hybrid/internal/testfiles"
 )
 
 // TestLoadRefusesSpecialFiles: a policy or cost profile path that is not a
@@ -20,23 +18,8 @@ import (
 // LoadProfile forever, and /dev/zero or a directory was a read error that
 // did not say what the path was.
 func TestLoadRefusesSpecialFiles(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo.yaml")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	zero := filepath.Join(dir, "zero.yaml")
-	if err := os.Symlink("/dev/zero", zero); err != nil {
-		t.Fatal(err)
-	}
-	sub := filepath.Join(dir, "dir.yaml")
-	if err := os.Mkdir(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	big := filepath.Join(dir, "big.yaml")
-	if err := os.WriteFile(big, []byte("name: big\n# "+strings.Repeat("x", 2<<20)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	sp := testfiles.Make(t, ".yaml", "name: big\n")
+	fifo, zero, sub, big := sp.FIFO, sp.ZeroLink, sp.Dir, sp.Big
 	loaders := []struct {
 		name string
 		load func(string) error

@@ -4,14 +4,12 @@ package sim
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"hybrid/configs"
+	"hybrid/internal/testfiles"
 )
 
 // TestLoadHardwareRefusesSpecialFiles: a hardware profile path that is not
@@ -19,23 +17,8 @@ import (
 // is. Before, LoadHardware read with os.ReadFile: /dev/zero (or a link to
 // it) ran out of memory and a FIFO blocked forever.
 func TestLoadHardwareRefusesSpecialFiles(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo.yaml")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	zero := filepath.Join(dir, "zero.yaml")
-	if err := os.Symlink("/dev/zero", zero); err != nil {
-		t.Fatal(err)
-	}
-	sub := filepath.Join(dir, "dir.yaml")
-	if err := os.Mkdir(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	big := filepath.Join(dir, "big.yaml")
-	if err := os.WriteFile(big, []byte(good+"# "+strings.Repeat("x", 2<<20)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	sp := testfiles.Make(t, ".yaml", good)
+	fifo, zero, sub, big := sp.FIFO, sp.ZeroLink, sp.Dir, sp.Big
 	for _, c := range []struct {
 		name, path string
 		issue      configs.Issue
