@@ -6,28 +6,12 @@ import (
 
 	"hybrid/devices"
 	"hybrid/devices/cpu"
-	"hybrid/models/builtin"
-	"hybrid/models/gguf"
-	"hybrid/models/llama"
 )
-
-func stories260K(t *testing.T) *llama.Model {
-	t.Helper()
-	f, err := gguf.Parse(builtin.Model(), builtin.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := llama.FromFile(f, builtin.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
 
 // TestKVCacheBytes checks the formula against the CPU device's own count of
 // the cache it allocated for a run.
 func TestKVCacheBytes(t *testing.T) {
-	m := stories260K(t)
+	m := builtinModel(t)
 	c := m.Config
 	// stories260K: 5 layers, 4 KV heads of 8 features.
 	if got, want := KVCacheBytes(c, 128), int64(2*5*128*4*8*2); got != want {
@@ -51,7 +35,7 @@ func TestKVCacheBytes(t *testing.T) {
 }
 
 func TestCheckContext(t *testing.T) {
-	c := stories260K(t).Config // context_length 2048
+	c := builtinModel(t).Config // context_length 2048
 	const gib = 1 << 30
 	for name, tc := range map[string]struct {
 		ctx      int
@@ -112,7 +96,7 @@ func TestMemTotal(t *testing.T) {
 // refused out of range before anything is allocated from it: the sizes of
 // the issue ran out of memory or panicked.
 func TestSessionBounds(t *testing.T) {
-	m := stories260K(t)
+	m := builtinModel(t)
 	for name, tc := range map[string]struct {
 		o    SessionOptions
 		want string
@@ -175,7 +159,7 @@ func TestSessionBounds(t *testing.T) {
 }
 
 func TestBenchBounds(t *testing.T) {
-	m := stories260K(t)
+	m := builtinModel(t)
 	for _, tc := range []struct {
 		p, n, r int
 		want    string

@@ -6,18 +6,13 @@ import (
 	"testing"
 
 	_ "hybrid/devices/cuda" // the cuda-only case, in a -tags cuda test binary on a GPU
-	"hybrid/models/builtin"
-	"hybrid/models/gguf"
 	"hybrid/models/llama"
 )
 
+// builtinModel is the embedded stories260K, as LoadModel("") gives it.
 func builtinModel(t *testing.T) *llama.Model {
 	t.Helper()
-	f, err := gguf.Parse(builtin.Model(), builtin.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := llama.FromFile(f, builtin.Name)
+	m, err := LoadModel("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

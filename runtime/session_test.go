@@ -8,9 +8,6 @@ import (
 	"testing"
 
 	"hybrid/devices"
-	"hybrid/models/builtin"
-	"hybrid/models/gguf"
-	"hybrid/models/llama"
 )
 
 // probe is a backend that opens no device and records the options it was
@@ -33,14 +30,7 @@ func init() {
 // is what the backends are opened with (the CoreML device sets its models'
 // compute units from it), and that without one they get none.
 func TestPolicyCoreMLUnitsReachBackends(t *testing.T) {
-	f, err := gguf.Parse(builtin.Model(), builtin.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := llama.FromFile(f, builtin.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := builtinModel(t)
 	pol := filepath.Join(t.TempDir(), "units.yaml")
 	if err := os.WriteFile(pol, []byte("devices: [cpu]\ncoreml_units: cpu_gpu\n"), 0o644); err != nil {
 		t.Fatal(err)
