@@ -27,8 +27,16 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	conversions := fs.String("conversions", "boundary", "with --hardware, the fp16 devices' conversion designs to compare (comma-separated): boundary (f32 between ops, rounded inside each op) and per-op (a conversion pass of every input and output of every op, the ablation)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	jsonOut := fs.String("json-out", "", "with --policies, also write the JSON to this `file` (the table is still printed)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole bench to this `file` (read it with go tool pprof)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	if *jsonOut != "" && *policies == "" {
 		return badFlag(fs, "--json-out needs --policies")

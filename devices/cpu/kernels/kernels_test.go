@@ -188,7 +188,9 @@ func TestMatVec(t *testing.T) {
 // TestMatMul checks that each of n inputs gets exactly the result MatVec gives
 // it alone: the tiling changes which rows are done when, not the arithmetic.
 // The float types are the exception by design: a batch sums in tinyBLAS's
-// order, as llama.cpp does, so each input is compared with that kernel alone.
+// order, as llama.cpp does, so each input is compared with that kernel alone;
+// and so is a batch that the GEMM takes, which adds the same exact block sums
+// in another order, so it must agree within the float rounding bound.
 func TestMatMul(t *testing.T) {
 	for _, threads := range []int{1, 2, 5} {
 		p := NewPool(threads)
@@ -216,6 +218,19 @@ func TestMatMul(t *testing.T) {
 								k.rowsN(w, len(w)/sh.rows, xr, one)
 							} else {
 								MatVec(p, typ, w, sh.rows, sh.cols, x[i*sh.cols:(i+1)*sh.cols], one)
+							}
+							if k.gemm != nil && n >= gemmMin {
+								// The GEMM sums the same exact integer block
+								// sums in another order.
+								xi := x[i*sh.cols : (i+1)*sh.cols]
+								_, absW, qerr := reference(t, typ, w, sh.rows, sh.cols, xi, k.block)
+								for r, v := range one {
+									tol := 2*floatTol(sh.cols)*(absW[r]+qerr[r]) + 1e-30
+									if got := y[i*sh.rows+r]; math.Abs(float64(got)-float64(v)) > tol {
+										t.Fatalf("input %d row %d: MatMul (GEMM) %g, MatVec %g", i, r, got, v)
+									}
+								}
+								continue
 							}
 							for r, v := range one {
 								if got := y[i*sh.rows+r]; got != v {

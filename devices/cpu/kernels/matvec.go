@@ -25,6 +25,8 @@ type kernel struct {
 	// rowsN, if set, replaces rows for a batch of two or more inputs (the
 	// float types, which llama.cpp multiplies in another order then).
 	rowsN func(w []byte, stride int, x *xrow, y []float32)
+	// gemm, if set, multiplies batches of gemmMin or more inputs (gemm.go).
+	gemm *gemmSpec
 }
 
 // kernelFor holds the kernel of each supported type; the portable Go ones are
@@ -87,6 +89,10 @@ func MatMul(p *Pool, t quant.Type, w []byte, rows, cols int, x []float32, n int,
 func (p *Pool) matMul(k *kernel, w []byte, rows, cols int, x []float32, n int, y []float32) {
 	s := &p.scratch
 	xs := s.prepare(p, k, x, n, cols)
+	if k.gemm != nil && n >= gemmMin {
+		p.gemm(k.gemm, w, rows, cols, xs, y)
+		return
+	}
 	stride := len(w) / rows
 	s.mm = matTask{k: k, w: w, stride: stride, x: xs, rows: rows, y: y}
 	s.mm.tile = max(1, tileBytes/stride)
@@ -134,6 +140,11 @@ type scratch struct {
 	x  []xrow
 	mm matTask
 	qt quantTask
+
+	tiles  []inTile
+	ft     fillTask
+	gt     gemmTask
+	panels chan *panel // one per thread, for the GEMM's unpacked rows
 }
 
 // check validates MatMul's arguments and returns t's kernel.

@@ -1,0 +1,440 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"hybrid/quant"
+)
+
+// The batched mat-mul of the quantized types (prefill) as a GEMM.
+//
+// A batch of n ≥ gemmMin inputs is multiplied 16 weight rows × 8 inputs at a
+// time. The 16 rows are first unpacked, once for all n inputs, into a panel
+// of unsigned bytes interleaved four elements per row (lane r of a 64-byte
+// group holds elements 4g..4g+3 of row r), so that one VPDPBUSD of a group
+// against a broadcast of an input's four matching activations adds 64
+// products to 16 rows' sums at once, and the sums of 8 inputs are kept in
+// registers. Each type reduces to the same form per sub-block b of 32 (Q6_K:
+// 16) elements of row r, with integer weights u in 0..255:
+//
+//	W_r·x ≈ Σ_b scale[r,b]·d[b]·(Σ_i u_i·q_i − c·Σ_i q_i) + min[r,b]·s[b]
+//
+// where q, d are the activations quantized as llama.cpp does for the type
+// (Q8_0, Q8_1 or Q8_K), s[b] their scaled sum, and c the type's offset (Q4_0's
+// 8, Q8_0's 128 after its signed bytes are flipped to unsigned, Q6_K's 32).
+// The integer sums are exact, as in the row kernels; only the order of the
+// float adds differs from them (per sub-block instead of per block).
+//
+// The panel is unpacked per mat-mul from the weights as they lie in the file,
+// so nothing is repacked at load and the mapped weights stay the only copy;
+// unpacking costs about one pass over the rows' bytes, small against the n/8
+// passes of the multiply for a prompt.
+
+// gemmMin is the smallest batch the GEMM takes; smaller ones (a decode step,
+// a short prompt) go through the row kernels, which read each weight once
+// without unpacking it.
+const gemmMin = 8
+
+const (
+	panelRows = 16 // weight rows per panel, one per 32-bit lane of a ZMM register
+	tileIn    = 8  // inputs per tile, one accumulator each
+)
+
+// gemmSpec is how one weight type unpacks into panels.
+type gemmSpec struct {
+	sub int   // elements per sub-block: 32, or 16 for Q6_K
+	c   int32 // offset subtracted per activation: Σ(u−c)·q
+	// unpack writes rows [0, nrows) of the panel from w, the first row at
+	// w[0:], stride bytes apart.
+	unpack func(w []byte, stride, nrows int, p *panel)
+	// kquant: the activations are Q8_K (one scale per 256, sums per 16);
+	// the others' are Q8_0 or Q8_1 (scale and scaled sum per 32).
+	kquant bool
+}
+
+var gemmFor = map[quant.Type]*gemmSpec{
+	quant.Q4_0: {sub: 32, c: 8, unpack: unpackQ4_0},
+	quant.Q4_1: {sub: 32, c: 0, unpack: unpackQ4_1},
+	quant.Q5_0: {sub: 32, c: 16, unpack: unpackQ5_0},
+	quant.Q5_1: {sub: 32, c: 0, unpack: unpackQ5_1},
+	quant.Q8_0: {sub: 32, c: 128, unpack: unpackQ8_0},
+	quant.Q4_K: {sub: 32, c: 0, unpack: unpackQ4_K, kquant: true},
+	quant.Q5_K: {sub: 32, c: 0, unpack: unpackQ5_K, kquant: true},
+	quant.Q6_K: {sub: 16, c: 32, unpack: unpackQ6_K, kquant: true},
+}
+
+// gemmTile, where the CPU has a fast one, multiplies one panel by one tile
+// of inputs: out[t*16+r] = Σ_b over nsb sub-blocks of the formula above.
+// nil leaves batches on the row kernels.
+var gemmTile func(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32)
+
+// panel is 16 weight rows unpacked: q holds for each sub-block its sub/4
+// groups of 64 bytes; sc and mn the 16 rows' scale and min per sub-block.
+type panel struct {
+	q      []byte
+	sc, mn []float32
+}
+
+func (p *panel) size(cols, sub int) {
+	p.q = grow(p.q, panelRows*cols)
+	p.sc = grow(p.sc, panelRows*cols/sub)
+	p.mn = grow(p.mn, panelRows*cols/sub)
+}
+
+// inTile is 8 inputs laid out for the kernel: q holds, for each group of 4
+// columns, the 8 inputs' 4 activations (32 bytes); d, s and off hold per
+// sub-block the 8 inputs' scale, scaled sum and c·Σq.
+type inTile struct {
+	q    []byte
+	d, s []float32
+	off  []int32
+}
+
+// put32 writes v at b[i:i+4], little-endian.
+func put32(b []byte, i int, v uint32) { binary.LittleEndian.PutUint32(b[i:], v) }
+
+func get32(b []byte, i int) uint32 { return binary.LittleEndian.Uint32(b[i:]) }
+
+const nib = 0x0f0f0f0f
+
+// spread5 maps 4 bits to bit 4 of 4 bytes: the fifth bit of Q5 elements.
+var spread5 = func() (t [16]uint32) {
+	for v := range 16 {
+		for i := range 4 {
+			if v>>i&1 != 0 {
+				t[v] |= 0x10 << (8 * i)
+			}
+		}
+	}
+	return t
+}()
+
+// The unpackers write each row's sub-blocks into the panel: a 32-element
+// block's groups 0..3 come from the low nibbles of its 16 bytes and groups
+// 4..7 from the high ones, as the types store them.
+func unpackQ4_0(w []byte, stride, nrows int, p *panel) {
+	nb := stride / 18
+	for r := range nrows {
+		row := w[r*stride:]
+		for b := range nb {
+			blk := row[18*b:]
+			o := b*8*64 + 4*r
+			for g := range 4 {
+				v := get32(blk, 2+4*g)
+				put32(p.q, o+g*64, v&nib)
+				put32(p.q, o+(g+4)*64, v>>4&nib)
+			}
+			p.sc[b*16+r] = half(blk)
+			p.mn[b*16+r] = 0
+		}
+	}
+}
+
+func unpackQ4_1(w []byte, stride, nrows int, p *panel) {
+	nb := stride / 20
+	for r := range nrows {
+		row := w[r*stride:]
+		for b := range nb {
+			blk := row[20*b:]
+			o := b*8*64 + 4*r
+			for g := range 4 {
+				v := get32(blk, 4+4*g)
+				put32(p.q, o+g*64, v&nib)
+				put32(p.q, o+(g+4)*64, v>>4&nib)
+			}
+			p.sc[b*16+r] = half(blk)
+			p.mn[b*16+r] = half(blk[2:])
+		}
+	}
+}
+
+func unpackQ5_0(w []byte, stride, nrows int, p *panel) {
+	nb := stride / 22
+	for r := range nrows {
+		row := w[r*stride:]
+		for b := range nb {
+			blk := row[22*b:]
+			qh := get32(blk, 2)
+			o := b*8*64 + 4*r
+			for g := range 4 {
+				v := get32(blk, 6+4*g)
+				put32(p.q, o+g*64, v&nib|spread5[qh>>(4*g)&15])
+				put32(p.q, o+(g+4)*64, v>>4&nib|spread5[qh>>(16+4*g)&15])
+			}
+			p.sc[b*16+r] = half(blk)
+			p.mn[b*16+r] = 0
+		}
+	}
+}
+
+func unpackQ5_1(w []byte, stride, nrows int, p *panel) {
+	nb := stride / 24
+	for r := range nrows {
+		row := w[r*stride:]
+		for b := range nb {
+			blk := row[24*b:]
+			qh := get32(blk, 4)
+			o := b*8*64 + 4*r
+			for g := range 4 {
+				v := get32(blk, 8+4*g)
+				put32(p.q, o+g*64, v&nib|spread5[qh>>(4*g)&15])
+				put32(p.q, o+(g+4)*64, v>>4&nib|spread5[qh>>(16+4*g)&15])
+			}
+			p.sc[b*16+r] = half(blk)
+			p.mn[b*16+r] = half(blk[2:])
+		}
+	}
+}
+
+func unpackQ8_0(w []byte, stride, nrows int, p *panel) {
+	nb := stride / 34
+	for r := range nrows {
+		row := w[r*stride:]
+		for b := range nb {
+			blk := row[34*b:]
+			o := b*8*64 + 4*r
+			for g := range 8 {
+				put32(p.q, o+g*64, get32(blk, 2+4*g)^0x80808080)
+			}
+			p.sc[b*16+r] = half(blk)
+			p.mn[b*16+r] = 0
+		}
+	}
+}
+
+func unpackQ4_K(w []byte, stride, nrows int, p *panel) {
+	nb := stride / 144
+	for r := range nrows {
+		row := w[r*stride:]
+		for b := range nb {
+			blk := row[144*b:]
+			d, dmin := half(blk), half(blk[2:])
+			for s := range 8 {
+				sc, m := quant.ScaleMinK4(s, blk[4:16])
+				qs := blk[16+32*(s/2):]
+				shift := 4 * uint(s&1)
+				sb := 8*b + s
+				o := sb*8*64 + 4*r
+				for g := range 8 {
+					put32(p.q, o+g*64, get32(qs, 4*g)>>shift&nib)
+				}
+				p.sc[sb*16+r] = d * float32(sc)
+				p.mn[sb*16+r] = -dmin * float32(m)
+			}
+		}
+	}
+}
+
+func unpackQ5_K(w []byte, stride, nrows int, p *panel) {
+	nb := stride / 176
+	for r := range nrows {
+		row := w[r*stride:]
+		for b := range nb {
+			blk := row[176*b:]
+			d, dmin := half(blk), half(blk[2:])
+			qh := blk[16:48]
+			for s := range 8 {
+				sc, m := quant.ScaleMinK4(s, blk[4:16])
+				qs := blk[48+32*(s/2):]
+				shift := 4 * uint(s&1)
+				sb := 8*b + s
+				o := sb*8*64 + 4*r
+				for g := range 8 {
+					put32(p.q, o+g*64, get32(qs, 4*g)>>shift&nib|(get32(qh, 4*g)>>uint(s)&0x01010101)<<4)
+				}
+				p.sc[sb*16+r] = d * float32(sc)
+				p.mn[sb*16+r] = -dmin * float32(m)
+			}
+		}
+	}
+}
+
+func unpackQ6_K(w []byte, stride, nrows int, p *panel) {
+	nb := stride / 210
+	for r := range nrows {
+		row := w[r*stride:]
+		for b := range nb {
+			blk := row[210*b:]
+			d := half(blk[208:])
+			for h := range 2 {
+				ql, qh := blk[64*h:], blk[128+32*h:]
+				for k := range 4 {
+					lshift, hshift := 4*uint(k>>1), 2*uint(k)
+					for g2 := range 2 {
+						e := 8*h + 2*k + g2
+						sb := 16*b + e
+						o := sb*4*64 + 4*r
+						for g := range 4 {
+							l := 16*g2 + 4*g
+							v := get32(ql, l+32*(k&1))>>lshift&nib | (get32(qh, l)>>hshift&0x03030303)<<4
+							put32(p.q, o+g*64, v)
+						}
+						p.sc[sb*16+r] = d * float32(int8(blk[192+e]))
+						p.mn[sb*16+r] = 0
+					}
+				}
+			}
+		}
+	}
+}
+
+// fillTile lays out inputs x[i0:i0+8] (fewer at the end of the batch, the
+// rest zero) for spec g.
+func fillTile(g *gemmSpec, x []xrow, i0, cols int, a *inTile) {
+	nsb := cols / g.sub
+	a.q = grow(a.q, tileIn*cols)
+	a.d = grow(a.d, tileIn*nsb)
+	a.s = grow(a.s, tileIn*nsb)
+	a.off = grow(a.off, tileIn*nsb)
+	for t := range tileIn {
+		i := i0 + t
+		if i >= len(x) {
+			for G := range cols / 4 {
+				put32(a.q, G*32+4*t, 0)
+			}
+			for b := range nsb {
+				a.d[b*tileIn+t], a.s[b*tileIn+t], a.off[b*tileIn+t] = 0, 0, 0
+			}
+			continue
+		}
+		xr := &x[i]
+		q := int8Bytes(xr.q)
+		for G := range cols / 4 {
+			put32(a.q, G*32+4*t, get32(q, 4*G))
+		}
+		for b := range nsb {
+			var sum int32
+			if g.kquant {
+				per := g.sub / 16
+				for j := range per {
+					sum += int32(xr.bs[b*per+j])
+				}
+				d := xr.d[b*g.sub/256]
+				a.d[b*tileIn+t] = d
+				a.s[b*tileIn+t] = d * float32(sum)
+			} else {
+				for _, v := range xr.q[32*b : 32*b+32] {
+					sum += int32(v)
+				}
+				a.d[b*tileIn+t] = xr.d[b]
+				a.s[b*tileIn+t] = xr.s[b]
+			}
+			a.off[b*tileIn+t] = g.c * sum
+		}
+	}
+}
+
+// int8Bytes views q as bytes.
+func int8Bytes(q []int8) []byte {
+	if len(q) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&q[0])), len(q))
+}
+
+// gemmTileGo is the kernel's arithmetic in Go, in its order, for tests.
+func gemmTileGo(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32) {
+	gpb := len(p.q) / (nsb * 64)
+	var acc [tileIn][panelRows]float32
+	for b := range nsb {
+		var isum [tileIn][panelRows]int32
+		for g := range gpb {
+			G := b*gpb + g
+			wq := p.q[G*64 : G*64+64]
+			aq := a.q[G*32 : G*32+32]
+			for t := range tileIn {
+				for r := range panelRows {
+					var s int32
+					for i := range 4 {
+						s += int32(wq[4*r+i]) * int32(int8(aq[4*t+i]))
+					}
+					isum[t][r] += s
+				}
+			}
+		}
+		for t := range tileIn {
+			for r := range panelRows {
+				f := float32(isum[t][r] - a.off[b*tileIn+t])
+				acc[t][r] = fma32(f, p.sc[b*16+r]*a.d[b*tileIn+t], acc[t][r])
+				acc[t][r] = fma32(p.mn[b*16+r], a.s[b*tileIn+t], acc[t][r])
+			}
+		}
+	}
+	for t := range tileIn {
+		copy(out[t*panelRows:], acc[t][:])
+	}
+}
+
+// gemmTask is MatMul's GEMM over panels of 16 rows.
+type gemmTask struct {
+	g      *gemmSpec
+	w      []byte
+	stride int
+	rows   int
+	cols   int
+	n      int
+	tiles  []inTile
+	y      []float32
+	bufs   chan *panel
+}
+
+func (m *gemmTask) run(lo, hi int) {
+	p := <-m.bufs
+	defer func() { m.bufs <- p }()
+	p.size(m.cols, m.g.sub)
+	nsb := m.cols / m.g.sub
+	var out [tileIn * panelRows]float32
+	for pi := lo; pi < hi; pi++ {
+		r0 := pi * panelRows
+		nr := min(panelRows, m.rows-r0)
+		if nr < panelRows {
+			clear(p.sc)
+			clear(p.mn)
+		}
+		m.g.unpack(m.w[r0*m.stride:], m.stride, nr, p)
+		for ti := range m.tiles {
+			gemmTile(p, &m.tiles[ti], nsb, &out)
+			for t := range min(tileIn, m.n-ti*tileIn) {
+				copy(m.y[(ti*tileIn+t)*m.rows+r0:][:nr], out[t*panelRows:t*panelRows+nr])
+			}
+		}
+	}
+}
+
+// fillTask lays out the input tiles in parallel.
+type fillTask struct {
+	g     *gemmSpec
+	x     []xrow
+	cols  int
+	tiles []inTile
+}
+
+func (f *fillTask) run(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		fillTile(f.g, f.x, i*tileIn, f.cols, &f.tiles[i])
+	}
+}
+
+// gemm multiplies the prepared inputs xs by w with spec g.
+func (p *Pool) gemm(g *gemmSpec, w []byte, rows, cols int, xs []xrow, y []float32) {
+	s := &p.scratch
+	n := len(xs)
+	nt := (n + tileIn - 1) / tileIn
+	if cap(s.tiles) < nt {
+		s.tiles = append(s.tiles[:cap(s.tiles)], make([]inTile, nt-cap(s.tiles))...)
+	}
+	tiles := s.tiles[:nt]
+	s.ft = fillTask{g: g, x: xs, cols: cols, tiles: tiles}
+	p.runTask(&s.ft, nt, 1)
+	s.ft = fillTask{}
+	if s.panels == nil {
+		s.panels = make(chan *panel, p.threads)
+		for range p.threads {
+			s.panels <- &panel{}
+		}
+	}
+	s.gt = gemmTask{g: g, w: w, stride: len(w) / rows, rows: rows, cols: cols, n: n, tiles: tiles, y: y, bufs: s.panels}
+	p.runTask(&s.gt, (rows+panelRows-1)/panelRows, 1)
+	s.gt = gemmTask{}
+}

@@ -1,0 +1,27 @@
+//go:build amd64 && !purego
+
+package kernels
+
+// gemmTileVNNI is gemmTileGo in AVX512-VNNI (gemm_amd64.s).
+//
+//go:noescape
+func gemmTileVNNI(pq *byte, psc, pmn *float32, nsb, passes int, aq *byte, ad, as *float32, aoff *int32, out *float32)
+
+func gemmTileAsm(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32) {
+	passes := len(p.q) / (nsb * 256) // groups of 4 columns per sub-block, 4 a pass
+	_ = a.q[nsb*passes*128-1]
+	_ = a.off[nsb*tileIn-1]
+	_, _ = a.d[nsb*tileIn-1], a.s[nsb*tileIn-1]
+	_, _ = p.sc[nsb*panelRows-1], p.mn[nsb*panelRows-1]
+	gemmTileVNNI(&p.q[0], &p.sc[0], &p.mn[0], nsb, passes, &a.q[0], &a.d[0], &a.s[0], &a.off[0], &out[0])
+}
+
+func init() {
+	if !hasAVX512VNNI {
+		return
+	}
+	gemmTile = gemmTileAsm
+	for t, g := range gemmFor {
+		kernelFor[t].gemm = g
+	}
+}
