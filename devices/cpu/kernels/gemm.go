@@ -209,16 +209,35 @@ func unpackQ4_K(w []byte, stride, nrows int, p *panel) {
 		row := w[r*stride:]
 		for b := range nb {
 			blk := row[144*b:]
-			d, dmin := half(blk), half(blk[2:])
 			for s := range 8 {
-				sc, m := quant.ScaleMinK4(s, blk[4:16])
 				qs := blk[16+32*(s/2):]
 				shift := 4 * uint(s&1)
-				sb := 8*b + s
-				o := sb*8*64 + 4*r
+				o := (8*b+s)*8*64 + 4*r
 				for g := range 8 {
 					put32(p.q, o+g*64, get32(qs, 4*g)>>shift&nib)
 				}
+			}
+		}
+	}
+	scalesQ4_K(w, stride, nrows, p)
+}
+
+// scalesQ4_K sets the panel's scales and mins of Q4_K rows (also Q5_K's,
+// which lays them out alike).
+func scalesQ4_K(w []byte, stride, nrows int, p *panel) {
+	bb := quant.Q4_K.BlockBytes()
+	if stride%bb != 0 {
+		bb = quant.Q5_K.BlockBytes()
+	}
+	nb := stride / bb
+	for r := range nrows {
+		row := w[r*stride:]
+		for b := range nb {
+			blk := row[bb*b:]
+			d, dmin := half(blk), half(blk[2:])
+			for s := range 8 {
+				sc, m := quant.ScaleMinK4(s, blk[4:16])
+				sb := 8*b + s
 				p.sc[sb*16+r] = d * float32(sc)
 				p.mn[sb*16+r] = -dmin * float32(m)
 			}
@@ -256,24 +275,36 @@ func unpackQ6_K(w []byte, stride, nrows int, p *panel) {
 		row := w[r*stride:]
 		for b := range nb {
 			blk := row[210*b:]
-			d := half(blk[208:])
 			for h := range 2 {
 				ql, qh := blk[64*h:], blk[128+32*h:]
 				for k := range 4 {
 					lshift, hshift := 4*uint(k>>1), 2*uint(k)
 					for g2 := range 2 {
-						e := 8*h + 2*k + g2
-						sb := 16*b + e
-						o := sb*4*64 + 4*r
+						o := (16*b+8*h+2*k+g2)*4*64 + 4*r
 						for g := range 4 {
 							l := 16*g2 + 4*g
 							v := get32(ql, l+32*(k&1))>>lshift&nib | (get32(qh, l)>>hshift&0x03030303)<<4
 							put32(p.q, o+g*64, v)
 						}
-						p.sc[sb*16+r] = d * float32(int8(blk[192+e]))
-						p.mn[sb*16+r] = 0
 					}
 				}
+			}
+		}
+	}
+	scalesQ6_K(w, stride, nrows, p)
+}
+
+// scalesQ6_K sets the panel's scales of Q6_K rows, and clears their mins.
+func scalesQ6_K(w []byte, stride, nrows int, p *panel) {
+	nb := stride / 210
+	for r := range nrows {
+		row := w[r*stride:]
+		for b := range nb {
+			blk := row[210*b:]
+			d := half(blk[208:])
+			for e := range 16 {
+				p.sc[(16*b+e)*16+r] = d * float32(int8(blk[192+e]))
+				p.mn[(16*b+e)*16+r] = 0
 			}
 		}
 	}

@@ -78,3 +78,76 @@ func TestGEMMTypes(t *testing.T) {
 	}
 	_ = quant.Q4_0
 }
+
+// BenchmarkGEMM times a batch of 64 inputs through TinyLlama's largest
+// matrix shape (5632×2048) per type, one thread, and reports the multiply-add
+// rate.
+func BenchmarkGEMM(b *testing.B) {
+	const rows, cols, n = 5632, 2048, 64
+	p := NewPool(1)
+	defer p.Close()
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+		b.Run(typ.String(), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			w := benchWeights(typ, rows, cols)
+			x := randomInput(rng, n*cols)
+			y := make([]float32, n*rows)
+			for b.Loop() {
+				MatMul(p, typ, w, rows, cols, x, n, y)
+			}
+			b.ReportMetric(float64(b.N)*rows*cols*n/b.Elapsed().Seconds()/1e9, "GMAC/s")
+		})
+	}
+}
+
+// BenchmarkUnpack times unpacking one panel of 16 rows of 5632 columns.
+func BenchmarkUnpack(b *testing.B) {
+	const cols = 5632
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+		b.Run(typ.String(), func(b *testing.B) {
+			w := benchWeights(typ, panelRows, cols)
+			g := gemmFor[typ]
+			var p panel
+			p.size(cols, g.sub)
+			for b.Loop() {
+				g.unpack(w, len(w)/panelRows, panelRows, &p)
+			}
+			b.SetBytes(int64(len(w)))
+		})
+	}
+}
+
+// TestUnpack checks that the unpacker in use (the gathering assembly one for
+// full panels where the CPU has it) writes the same panel as the Go one.
+func TestUnpack(t *testing.T) {
+	goUnpack := map[quant.Type]func([]byte, int, int, *panel){
+		quant.Q4_0: unpackQ4_0, quant.Q4_1: unpackQ4_1, quant.Q5_0: unpackQ5_0, quant.Q5_1: unpackQ5_1,
+		quant.Q8_0: unpackQ8_0, quant.Q4_K: unpackQ4_K, quant.Q5_K: unpackQ5_K, quant.Q6_K: unpackQ6_K,
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for typ, g := range gemmFor {
+		for _, nrows := range []int{panelRows, 5} {
+			const cols = 512
+			w := randomWeights(t, rng, typ, nrows, cols)
+			stride := len(w) / nrows
+			var a, b panel
+			a.size(cols, g.sub)
+			b.size(cols, g.sub)
+			for i := range a.mn { // stale values from another type
+				a.mn[i], b.mn[i] = 1, 1
+			}
+			g.unpack(w, stride, nrows, &a)
+			goUnpack[typ](w, stride, nrows, &b)
+			for i := range a.q {
+				if r := i % 64 / 4; r < nrows && a.q[i] != b.q[i] {
+					t.Fatalf("%s rows=%d: byte %d is %#x, Go %#x", typ, nrows, i, a.q[i], b.q[i])
+				}
+			}
+			for i := range a.sc {
+				if i%16 < nrows && (a.sc[i] != b.sc[i] || a.mn[i] != b.mn[i]) {
+					t.Fatalf("%s rows=%d: scale/min %d is %g/%g, Go %g/%g", typ, nrows, i, a.sc[i], a.mn[i], b.sc[i], b.mn[i])
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,201 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Panel unpackers for full panels of 16 rows (gemm.go's layout): each group
+// of 4 columns is one VPGATHERDD of the 16 rows' 4 bytes (Z31 holds the row
+// offsets r·stride), masked and shifted into place, instead of 16 scalar
+// loads and stores. The f16 scales are gathered the same way and widened.
+
+DATA unpackNib<>+0(SB)/4, $0x0f0f0f0f
+GLOBL unpackNib<>(SB), RODATA|NOPTR, $4
+DATA unpackTop<>+0(SB)/4, $0x80808080
+GLOBL unpackTop<>(SB), RODATA|NOPTR, $4
+DATA unpackTwo<>+0(SB)/4, $0x03030303
+GLOBL unpackTwo<>(SB), RODATA|NOPTR, $4
+DATA unpackRows<>+0(SB)/8, $0x0000000100000000
+DATA unpackRows<>+8(SB)/8, $0x0000000300000002
+DATA unpackRows<>+16(SB)/8, $0x0000000500000004
+DATA unpackRows<>+24(SB)/8, $0x0000000700000006
+DATA unpackRows<>+32(SB)/8, $0x0000000900000008
+DATA unpackRows<>+40(SB)/8, $0x0000000b0000000a
+DATA unpackRows<>+48(SB)/8, $0x0000000d0000000c
+DATA unpackRows<>+56(SB)/8, $0x0000000f0000000e
+GLOBL unpackRows<>(SB), RODATA|NOPTR, $64
+
+// ROWOFFS sets Z31 to r·stride for r = 0..15, stride in AX. Uses Z30.
+#define ROWOFFS \
+	VPBROADCASTD AX, Z30 \
+	VMOVDQU32    unpackRows<>(SB), Z31 \
+	VPMULLD      Z30, Z31, Z31
+
+// GATHER loads the dword at off(base) of each of the 16 rows into z.
+#define GATHER(off, base, z) \
+	KXNORW K1, K1, K1 \
+	VPGATHERDD off(base)(Z31*1), K1, z
+
+// SCALES gathers the f16 at off(base) of each row into 16 floats at (R9).
+#define SCALES(off, base) \
+	GATHER(off, base, Z0) \
+	VPMOVDW   Z0, Y0 \
+	VCVTPH2PS Y0, Z0 \
+	VMOVUPS   Z0, (R9)
+
+// NIBS gathers the dword at off(SI) of each row and stores its low nibbles
+// at lo(DI) and its high ones at hi(DI). Z30 holds byte 0x0f.
+#define NIBS(off, lo, hi) \
+	GATHER(off, SI, Z1) \
+	VPANDD    Z30, Z1, Z2 \
+	VMOVDQU32 Z2, lo(DI) \
+	VPSRLD    $4, Z1, Z1 \
+	VPANDD    Z30, Z1, Z1 \
+	VMOVDQU32 Z1, hi(DI)
+
+// func unpackQ4_0Asm(w *byte, stride, nb int, q *byte, sc *float32)
+TEXT ·unpackQ4_0Asm(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), AX
+	MOVQ nb+16(FP), CX
+	MOVQ q+24(FP), DI
+	MOVQ sc+32(FP), R9
+	ROWOFFS
+	VPBROADCASTD unpackNib<>(SB), Z30
+q40:
+	SCALES(0, SI)
+	NIBS(2, 0, 256)
+	NIBS(6, 64, 320)
+	NIBS(10, 128, 384)
+	NIBS(14, 192, 448)
+	ADDQ $18, SI
+	ADDQ $512, DI
+	ADDQ $64, R9
+	DECQ CX
+	JNZ  q40
+	VZEROUPPER
+	RET
+
+// FLIP gathers the dword at off(SI) of each row, flips its bytes' top bits
+// (signed to unsigned + 128) and stores them at dst(DI). Z30 holds 0x80s.
+#define FLIP(off, dst) \
+	GATHER(off, SI, Z1) \
+	VPXORD    Z30, Z1, Z1 \
+	VMOVDQU32 Z1, dst(DI)
+
+// func unpackQ8_0Asm(w *byte, stride, nb int, q *byte, sc *float32)
+TEXT ·unpackQ8_0Asm(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), AX
+	MOVQ nb+16(FP), CX
+	MOVQ q+24(FP), DI
+	MOVQ sc+32(FP), R9
+	ROWOFFS
+	VPBROADCASTD unpackTop<>(SB), Z30
+q80:
+	SCALES(0, SI)
+	FLIP(2, 0)
+	FLIP(6, 64)
+	FLIP(10, 128)
+	FLIP(14, 192)
+	FLIP(18, 256)
+	FLIP(22, 320)
+	FLIP(26, 384)
+	FLIP(30, 448)
+	ADDQ $34, SI
+	ADDQ $512, DI
+	ADDQ $64, R9
+	DECQ CX
+	JNZ  q80
+	VZEROUPPER
+	RET
+
+// K4PAIR unpacks sub-blocks 2p and 2p+1 of a Q4_K super-block: their 32
+// bytes at 16+32p, low nibbles to sub-block 2p, high to 2p+1 (512 bytes on).
+#define K4PAIR(p) \
+	NIBS(16+32*p, 1024*p, 1024*p+512) \
+	NIBS(20+32*p, 1024*p+64, 1024*p+576) \
+	NIBS(24+32*p, 1024*p+128, 1024*p+640) \
+	NIBS(28+32*p, 1024*p+192, 1024*p+704) \
+	NIBS(32+32*p, 1024*p+256, 1024*p+768) \
+	NIBS(36+32*p, 1024*p+320, 1024*p+832) \
+	NIBS(40+32*p, 1024*p+384, 1024*p+896) \
+	NIBS(44+32*p, 1024*p+448, 1024*p+960)
+
+// func unpackQ4_KAsm(w *byte, stride, nb int, q *byte)
+TEXT ·unpackQ4_KAsm(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), AX
+	MOVQ nb+16(FP), CX
+	MOVQ q+24(FP), DI
+	ROWOFFS
+	VPBROADCASTD unpackNib<>(SB), Z30
+q4k:
+	K4PAIR(0)
+	K4PAIR(1)
+	K4PAIR(2)
+	K4PAIR(3)
+	ADDQ $144, SI
+	ADDQ $4096, DI
+	DECQ CX
+	JNZ  q4k
+	VZEROUPPER
+	RET
+
+// Q6_K: for half h and column l (a multiple of 4 below 32), ql[64h+l] holds
+// k=0 (low nibble) and k=2 (high), ql[64h+32+l] k=1 and k=3, qh[32h+l] the
+// top two bits of k at bits 2k; element 128h+32k+l lies in 16-sub-block
+// e = 8h+2k+l/16, group (l%16)/4, at byte ((16b+e)·4+(l%16)/4)·64 of the
+// super-block's 4096 in the panel, b its index. Z30 holds 0x0f, Z29 0x03.
+
+// Q6OUT stores nibbles zn with the two bits of zh at 2k into sub-block
+// e, group g. Uses Z4.
+#define Q6OUT(zn, k, e, g) \
+	VPSRLD    $(2*(k)), Z3, Z4 \
+	VPANDD    Z29, Z4, Z4 \
+	VPSLLD    $4, Z4, Z4 \
+	VPORD     zn, Z4, Z4 \
+	VMOVDQU32 Z4, (((e)*4+(g))*64)(DI)
+
+// Q6COL handles half h, column l (sub-block offset e0 = 8h + l/16, group g).
+#define Q6COL(h, l, e0, g) \
+	GATHER(64*h+l, SI, Z1) \
+	GATHER(64*h+32+l, SI, Z2) \
+	GATHER(128+32*h+l, SI, Z3) \
+	VPANDD Z30, Z1, Z5 \
+	VPSRLD $4, Z1, Z1 \
+	VPANDD Z30, Z1, Z6 \
+	VPANDD Z30, Z2, Z7 \
+	VPSRLD $4, Z2, Z2 \
+	VPANDD Z30, Z2, Z8 \
+	Q6OUT(Z5, 0, e0, g) \
+	Q6OUT(Z7, 1, e0+2, g) \
+	Q6OUT(Z6, 2, e0+4, g) \
+	Q6OUT(Z8, 3, e0+6, g)
+
+#define Q6HALF(h) \
+	Q6COL(h, 0, 8*h, 0) \
+	Q6COL(h, 4, 8*h, 1) \
+	Q6COL(h, 8, 8*h, 2) \
+	Q6COL(h, 12, 8*h, 3) \
+	Q6COL(h, 16, 8*h+1, 0) \
+	Q6COL(h, 20, 8*h+1, 1) \
+	Q6COL(h, 24, 8*h+1, 2) \
+	Q6COL(h, 28, 8*h+1, 3)
+
+// func unpackQ6_KAsm(w *byte, stride, nb int, q *byte)
+TEXT ·unpackQ6_KAsm(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), AX
+	MOVQ nb+16(FP), CX
+	MOVQ q+24(FP), DI
+	ROWOFFS
+	VPBROADCASTD unpackNib<>(SB), Z30
+	VPBROADCASTD unpackTwo<>(SB), Z29
+q6k:
+	Q6HALF(0)
+	Q6HALF(1)
+	ADDQ $210, SI
+	ADDQ $4096, DI
+	DECQ CX
+	JNZ  q6k
+	VZEROUPPER
+	RET
