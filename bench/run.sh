@@ -5,7 +5,8 @@
 # `hybrid synth` into bench/out/models/ if missing), measures prefill (pp512)
 # and decode (tg128) tokens/s with 2 threads, 3 repetitions, by
 # `hybrid bench` and by llama.cpp's `llama-bench` on the same files, and the
-# peak RSS of each process (/usr/bin/time). Prints a Markdown table (the one in
+# peak RSS of each process (/usr/bin/time), and the machine's read bandwidth
+# (`hybrid membw`) that decode's weight traffic is a fraction of. Prints a Markdown table (the one in
 # bench/RESULTS.md) and keeps the raw JSON in bench/out/bench/.
 #
 # Needs llama.cpp's CPU tools: bash ../shared/tools/llamacpp-setup.sh
@@ -24,6 +25,8 @@ P=512 N=128 R=3 T=2
 out=bench/out/bench
 mkdir -p bench/out/models "$out"
 go build -o bench/out/hybrid ./cmd/hybrid
+# The ceiling of decode: how fast these threads read memory.
+bench/out/hybrid membw --threads $T --json > "$out/membw.json"
 for t in "${types[@]}"; do
   m=bench/out/models/tinyllama-1.1b-$t.gguf
   [[ -f $m ]] || bench/out/hybrid synth --preset tinyllama-1.1b --type "$t" -o "$m"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"hybrid/models/llama"
+	"hybrid/ops"
 )
 
 // BenchResult is one llama-bench-style measurement: a prefill of PromptTokens
@@ -17,6 +18,10 @@ type BenchResult struct {
 	Reps         int       `json:"reps"`
 	PrefillTokS  []float64 `json:"prefill_tokens_per_s"`
 	DecodeTokS   []float64 `json:"decode_tokens_per_s"`
+	// DecodeWeightBytes is what one decode step reads of the weights: every
+	// mat-mul's matrix whole, one row of the embedding. Times decode tok/s it
+	// is the weight traffic, to compare with the machine's read bandwidth.
+	DecodeWeightBytes int64 `json:"decode_weight_bytes"`
 	// Devices names the devices that ran it (Executor.DeviceList), for a
 	// caller to print; `hybrid bench --json` leaves it out.
 	Devices string `json:"-"`
@@ -34,7 +39,38 @@ func BenchCPU(m *llama.Model, threads, nPrompt, nGen, reps int) (*BenchResult, e
 		return nil, err
 	}
 	defer sess.Close()
-	return sess.Exec.Bench(nPrompt, nGen, reps, 42)
+	r, err := sess.Exec.Bench(nPrompt, nGen, reps, 42)
+	if err != nil {
+		return nil, err
+	}
+	r.DecodeWeightBytes, err = DecodeWeightBytes(m)
+	return r, err
+}
+
+// DecodeWeightBytes is the weight bytes a decode step of m reads: every
+// weight of a mat-mul in full, and of the others (the embedding, norms) what
+// the op's cost model says it reads.
+func DecodeWeightBytes(m *llama.Model) (int64, error) {
+	g, err := m.Graph(1, 0, 1)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, op := range g.Ops {
+		if op.Weight == nil {
+			continue
+		}
+		if op.Kind == ops.MatMul {
+			n += op.Weight.Bytes()
+			continue
+		}
+		c := ops.CostOf(g, op)
+		for _, in := range op.In {
+			c.BytesRead -= g.Values[in].Bytes()
+		}
+		n += max(c.BytesRead, 0)
+	}
+	return n, nil
 }
 
 // Bench measures prefill and decode speed the way llama.cpp's llama-bench does:

@@ -107,6 +107,13 @@ func TestEveryInputBounded(t *testing.T) {
 		{"bench p past the model's", []string{"bench", "-p", "4096", "-n", "0", "-r", "1", "--threads", "1"}, nil, 2, []string{"-p 4096", "2048"}},
 		{"bench r 0", []string{"bench", "-p", "1", "-n", "1", "-r", "0"}, nil, 2, []string{"-r 0"}},
 		{"bench r 1001", []string{"bench", "-p", "1", "-n", "0", "-r", "1001", "--threads", "1"}, nil, 2, []string{"-r 1001", "1000"}},
+		{"bench cpuprofile in a missing folder", []string{"bench", "-p", "1", "-n", "1", "-r", "1", "--threads", "1", "--cpuprofile", "/nonexistent/dir/x.prof"}, nil, 1, []string{"--cpuprofile"}},
+
+		// membw: the buffer is allocated whole, so its size is bounded.
+		{"membw size 5", []string{"membw", "--size", "5"}, nil, 2, []string{"--size 5", "64"}},
+		{"membw size huge", []string{"membw", "--size", "1000000"}, nil, 2, []string{"--size 1000000"}},
+		{"membw r 0", []string{"membw", "-r", "0"}, nil, 2, []string{"-r 0"}},
+		{"membw threads -1", []string{"membw", "--threads", "-1"}, nil, 2, []string{"--threads -1"}},
 
 		// Flags that do not go together, or values a flag does not take.
 		{"run logits without json", []string{"run", "--logits", "-n", "1"}, nil, 2, []string{"--logits", "--json"}},

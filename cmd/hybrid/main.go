@@ -31,6 +31,7 @@ var commands = []command{
 	{"plan", "print the per-op placement a policy gives", planCmd},
 	{"profile", "measure op and copy costs on this machine's devices", profileCmd},
 	{"bench", "measure prefill and decode speed (llama-bench style)", benchCmd},
+	{"membw", "measure this machine's memory read bandwidth (the ceiling of decode)", membwCmd},
 	{"synth", "write a synthetic model of a real shape with random weights", synthCmd},
 	{"verify", "check a device's ops and generation against the CPU device", verifyCmd},
 }

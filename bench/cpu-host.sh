@@ -1,0 +1,72 @@
+#!/bin/bash
+# bench/cpu-host.sh: the CPU device against llama.cpp's CPU build, side by
+# side in one run, on a many-core host (the H100 machine lent by the device
+# tool: 16 cores, no Go there).
+#
+#   here:      bash bench/cpu-host.sh pack      # .build/cpuhost/{hybrid,lcpp.tgz,cpu-host.sh}
+#   on host:   bash .build/cpuhost/cpu-host.sh build    # llama.cpp CPU tools, ~3 min on 16 cores
+#              bash .build/cpuhost/cpu-host.sh run [THREADS...]   # default: 8 16
+#
+# `run` writes synthetic TinyLlama-1.1B Q4_0 and Q4_K_M (hybrid synth), then
+# for each thread count measures pp512 and tg128 (3 repetitions) with
+# `hybrid bench` and `llama-bench` (CPU build, GGML_NATIVE, so its best
+# kernels for that CPU), the peak RSS of each, the machine's read bandwidth
+# (`hybrid membw`), and decode again while a competing process keeps every
+# core busy (`yes` per core, niced 0 like the benchmarks). Raw output goes to
+# $OUT (the device tool brings it back) or /tmp/cpuhost; here,
+# `go run ./bench/report DIR` makes the table of bench/RESULTS.md.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+case ${1:-} in
+pack)
+  root=$(cd "$here/.." && pwd)
+  d=$root/.build/cpuhost
+  mkdir -p "$d"
+  (cd "$root" && go build -o "$d/hybrid" ./cmd/hybrid)
+  bash "$root/../shared/tools/llamacpp-cuda.sh" pack "$d" >/dev/null
+  cp "$0" "$d/cpu-host.sh"
+  echo "$d" ;;
+build)
+  D=/tmp/lcpp-cpu; mkdir -p $D && tar -xzf "$here/lcpp.tgz" -C $D
+  cmake -S $D -B $D/build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF >$D/cmake.log 2>&1
+  cmake --build $D/build -j"$(nproc)" --target llama-bench >$D/build.log 2>&1
+  echo $D/build/bin ;;
+run)
+  shift
+  threads=("$@"); [[ ${#threads[@]} -gt 0 ]] || threads=(8 16)
+  H=$here/hybrid LB=/tmp/lcpp-cpu/build/bin/llama-bench
+  out=${OUT:-/tmp/cpuhost}; mkdir -p "$out"
+  {
+    echo "date: $(date -u +%FT%TZ)"
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
+    echo "llama.cpp: $($LB --version 2>&1 | grep -m1 -o 'version: .*' || true)"
+  } | tee "$out/machine.txt"
+  for t in Q4_0 Q4_K_M; do
+    m=/tmp/tinyllama-1.1b-$t.gguf
+    [[ -f $m ]] || $H synth --preset tinyllama-1.1b --type $t -o $m >/dev/null
+  done
+  for th in "${threads[@]}"; do
+    $H membw --threads "$th" --json | tee "$out/membw.t$th.json"
+  done
+  TIME="/usr/bin/time -f %M"
+  [[ -x /usr/bin/time ]] || TIME=""
+  for t in Q4_0 Q4_K_M; do
+    m=/tmp/tinyllama-1.1b-$t.gguf
+    cat $m >/dev/null
+    for th in "${threads[@]}"; do
+      b=$out/$t.t$th
+      stat -c %s $m >$b.size
+      echo $(( 22 * 640 * 256 * 2 * 2 )) >$b.kv   # f16 K and V, 22 layers, 640 positions
+      ${TIME:+$TIME -o $b.hybrid.rss} $H bench --model $m -p 512 -n 128 -r 3 --threads $th --json >$b.hybrid.json
+      ${TIME:+$TIME -o $b.llama.rss} $LB -m $m -p 512 -n 128 -r 3 -t $th -o json >$b.llama.json 2>$b.llama.log
+      # Decode under a competing load: one busy process per core.
+      pids=(); for _ in $(seq "$(nproc)"); do yes >/dev/null & pids+=($!); done
+      $H bench --model $m -p 0 -n 64 -r 2 --threads $th --json >$b.hybrid.loaded.json || true
+      timeout 300 $LB -m $m -p 0 -n 64 -r 2 -t $th -o json >$b.llama.loaded.json 2>/dev/null || echo '[]' >$b.llama.loaded.json
+      kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null || true
+      echo "done $t threads $th"
+    done
+  done ;;
+*) echo "usage: cpu-host.sh pack | build | run [THREADS...]" >&2; exit 2 ;;
+esac
