@@ -11,22 +11,33 @@ import (
 
 // faTileQ is the query count from which llama.cpp's CPU flash attention
 // switches from its one-row kernel (f16 query, f16 output accumulator) to its
-// tiled kernel (f32 throughout, keys and values widened from f16), and
-// faTileLanes the head size that kernel needs a multiple of (its f32 SIMD
-// width on AVX-512; on AVX2 it is 8, so heads of 8 differ there).
-const (
-	faTileQ     = 64
-	faTileLanes = 16
-)
+// tiled kernel (f32 throughout, keys and values widened from f16). The tiled
+// kernel also needs the head size to be a multiple of the build's f32 SIMD
+// width: 16 lanes on AVX-512, 8 on AVX2 (faLanes).
+const faTileQ = 64
+
+// faRows is about how many query rows (tokens times the query heads of one
+// KV head) attendTiled takes at a time: each key and value tile is widened
+// once for all of them and stays in cache while they use it.
+const faRows = 128
+
+func faLanes() int {
+	if kernels.HasAVX512() {
+		return 16
+	}
+	return 8
+}
 
 // attention appends the step's keys and values to the layer's f16 KV cache and
 // computes causal grouped-query attention: query head h reads KV head
 // h/(Heads/KVHeads). It follows the numerics of llama.cpp's CPU flash
-// attention, which its CPU backend uses by default, so that logits agree to
-// f32 rounding: for fewer than faTileQ query rows, the query is rounded to
-// f16 and values are accumulated into an f16 vector with an online softmax;
-// for more, everything past the cache is f32. Work is split over (token, head)
-// pairs; a decode step is bound by reading the cache.
+// attention, which its CPU backend uses by default: for fewer than faTileQ
+// query rows, the query is rounded to f16 and values are accumulated into an
+// f16 vector with an online softmax, one (token, head) pair at a time, a
+// decode step bound by reading the cache; for more, everything past the
+// cache is f32, computed a block of tokens and one KV head with its query
+// heads at a time (attendTiled), equal to ggml's output bit for bit
+// (TestTiledAttentionMatchesGGML).
 func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) error {
 	a := op.Attn
 	n := len(st.Tokens)
@@ -40,25 +51,30 @@ func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) erro
 	group := a.Heads / a.KVHeads
 	qw := a.Heads * hd
 	scale := 1 / float32(math.Sqrt(float64(hd))) // 1.0f/sqrtf(head_dim), as llama.cpp
-	tiled := n >= faTileQ && hd%faTileLanes == 0
+	if n >= faTileQ && hd%faLanes() == 0 {
+		bt := max(1, faRows/group) // tokens per block
+		nb := (n + bt - 1) / bt
+		d.pool.Run(nb*a.KVHeads, func(lo, hi int) {
+			var sc tileScratch
+			for idx := lo; idx < hi; idx++ {
+				// The last blocks, which see the most keys, first, so that
+				// the pool's dynamic chunks even the load out.
+				b, kvh := nb-1-idx/a.KVHeads, idx%a.KVHeads
+				t0, t1 := b*bt, min(n, (b+1)*bt)
+				attendTiled(q, out, qw, c, kvh, group, hd, st.Pos, t0, t1, scale, &sc)
+			}
+		})
+		return nil
+	}
 	d.pool.Run(n*a.Heads, func(lo, hi int) {
 		qh := make([]float32, hd)
 		acc := make([]uint16, hd)
-		var scores []float32
-		if tiled {
-			scores = make([]float32, st.Pos+n)
-		}
 		for idx := lo; idx < hi; idx++ {
 			i, h := idx/a.Heads, idx%a.Heads
 			kh := (h / group) * hd
 			qi := q[i*qw+h*hd : i*qw+(h+1)*hd]
 			o := out[i*qw+h*hd : i*qw+(h+1)*hd]
-			span := st.Pos + i + 1
-			if tiled {
-				attendF32(qi, c, kh, hd, span, scale, scores, o)
-			} else {
-				attendF16(qi, c, kh, hd, span, scale, qh, acc, o)
-			}
+			attendF16(qi, c, kh, hd, st.Pos+i+1, scale, qh, acc, o)
 		}
 	})
 	return nil
@@ -98,32 +114,102 @@ func attendF16(qi []float32, c *kvCache, kh, hd, span int, scale float32, qh []f
 	}
 }
 
-// attendF32 is llama.cpp's tiled flash attention in effect: f32 query and
-// accumulator over the f16 cache.
-func attendF32(qi []float32, c *kvCache, kh, hd, span int, scale float32, scores, o []float32) {
-	f16 := quant.F16Table()
-	dim := c.dim
-	s := scores[:span]
-	m := float32(math.Inf(-1))
-	for j := range s {
-		s[j] = kernels.DotF16(c.k[j*dim+kh:j*dim+kh+hd], qi) * scale
-		m = max(m, s[j])
+// tileScratch is attendTiled's working memory, reused across its calls on
+// one worker.
+type tileScratch struct {
+	q, o, s, kt []float32
+	m, sum      []float32
+}
+
+func (sc *tileScratch) size(rows, hd int) {
+	if len(sc.q) < rows*hd || len(sc.kt) != hd*kernels.AttnTile {
+		sc.q = make([]float32, rows*hd)
+		sc.o = make([]float32, rows*hd)
+		sc.s = make([]float32, rows*kernels.AttnTile)
+		sc.kt = make([]float32, hd*kernels.AttnTile)
+		sc.m = make([]float32, rows)
+		sc.sum = make([]float32, rows)
 	}
-	var sum float32
-	for j, x := range s {
-		e := expf(x - m)
-		s[j] = e
-		sum += e
+}
+
+// attendTiled is llama.cpp's tiled flash attention
+// (ggml_compute_forward_flash_attn_ext_tiled) for tokens t0..t1-1 of the step
+// and the query heads of KV head kvh: row r is token t0+r/group, query head
+// kvh*group+r%group. Per row the arithmetic is llama.cpp's to the bit, which
+// does not depend on how rows are grouped into tiles: the cache is taken in
+// tiles of kernels.AttnTile cells from cell 0; a tile's scores are f32 dot
+// products (AttnScores); the running maximum M grows per tile, rescaling the
+// f32 accumulator and the running sum S by glibc's expf(M_old-M_new) when it
+// does; the weights are ggml_v_expf of score minus M, summed in double onto
+// S (AttnSoftMax); the values are added with FMA (AttnAccum); and the output
+// is the accumulator times 1/S. Cells past a row's position are masked to
+// -Inf, weight 0, as llama.cpp's causal mask does, and tiles wholly past it
+// skipped, as llama.cpp skips a tile whose scores are all -Inf.
+func attendTiled(q, out []float32, qw int, c *kvCache, kvh, group, hd, pos, t0, t1 int, scale float32, sc *tileScratch) {
+	const tile = kernels.AttnTile
+	rows := (t1 - t0) * group
+	sc.size(rows, hd)
+	qb, ob, s, kt := sc.q[:rows*hd], sc.o[:rows*hd], sc.s[:rows*tile], sc.kt
+	m, sum := sc.m[:rows], sc.sum[:rows]
+	gw := group * hd // a token's query heads of this KV head, contiguous
+	for t := t0; t < t1; t++ {
+		copy(qb[(t-t0)*gw:(t-t0+1)*gw], q[t*qw+kvh*gw:t*qw+(kvh+1)*gw])
 	}
-	clear(o)
-	for j, p := range s {
-		vj := c.v[j*dim+kh : j*dim+kh+hd]
-		for t, h := range vj {
-			o[t] += p * f16[h]
+	clear(ob)
+	clear(sum)
+	for r := range m {
+		m[r] = float32(math.Inf(-1))
+	}
+	dim, kh := c.dim, kvh*hd
+	end := pos + t1 // cells the last token sees
+	for j0 := 0; j0 < end; j0 += tile {
+		nk := min(tile, end-j0)
+		// Rows before r0 see no cell of this tile.
+		r0 := max(0, j0-pos-t0) * group
+		nr := rows - r0
+		kernels.AttnPackK(kt, c.k[j0*dim+kh:], dim, nk, hd)
+		kernels.AttnScores(s[r0*tile:], qb[r0*hd:], kt, nr, hd, scale)
+		for r := r0; r < rows; r++ {
+			sr := s[r*tile : (r+1)*tile]
+			lim := pos + t0 + r/group + 1 - j0 // cells of the tile row r sees
+			if lim < tile {
+				for j := range sr[lim:] {
+					sr[lim+j] = float32(math.Inf(-1))
+				}
+			}
+			// The tile's maximum, as ggml_vec_max_f32 finds it up to the
+			// sign of a zero maximum, which no result depends on: M is only
+			// ever subtracted and compared.
+			mx := float32(math.Inf(-1))
+			for _, x := range sr[:min(lim, tile)] {
+				mx = max(mx, x)
+			}
+			if mx == float32(math.Inf(-1)) {
+				clear(sr) // llama.cpp skips the row: no weight, M and S kept
+				continue
+			}
+			if mx > m[r] {
+				ms := expf(m[r] - mx)
+				or := ob[r*hd : (r+1)*hd]
+				for i := range or {
+					or[i] *= ms
+				}
+				sum[r] *= ms
+				m[r] = mx
+			}
+			sum[r] = float32(float64(sum[r]) + kernels.AttnSoftMax(sr, m[r]))
 		}
+		kernels.AttnAccum(ob[r0*hd:], s[r0*tile:], c.v[j0*dim+kh:], dim, nr, nk, hd)
 	}
-	inv := 1 / sum
-	for t := range o {
-		o[t] *= inv
+	for r := range rows {
+		inv := float32(0)
+		if sum[r] != 0 {
+			inv = 1 / sum[r]
+		}
+		t, h := t0+r/group, r%group
+		o := out[t*qw+kvh*gw+h*hd : t*qw+kvh*gw+(h+1)*hd]
+		for i, x := range ob[r*hd : (r+1)*hd] {
+			o[i] = x * inv
+		}
 	}
 }
