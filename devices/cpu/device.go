@@ -33,6 +33,11 @@ type weight struct {
 	w   ops.Weight
 	raw []byte
 	f32 []float32
+	// packed, once a mat-mul has used the weight, is its repacked form
+	// where this CPU has kernels for one (kernels.Packable); then it is what
+	// the mat-muls read, and raw only serves an embedding lookup.
+	packed *kernels.Packed
+	tried  bool // packing was attempted
 }
 
 // kvCache holds one layer's keys and values as binary16, ctx positions ×

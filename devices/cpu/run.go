@@ -35,6 +35,36 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 	return nil
 }
 
+// repack says whether mat-mul weights are repacked for this CPU's kernels
+// (kernels.Pack); tests turn it off to compare with the file's layout.
+var repack = true
+
+// packedWeight returns w's repacked form, making it on first use, or nil
+// where there is none. Packing reads the whole mapped weight once; its pages
+// are then dropped from memory (release), so that the repacked copy
+// replaces the mapped one instead of doubling it.
+func (d *Device) packedWeight(w *weight) (*kernels.Packed, error) {
+	d.mu.Lock()
+	tried, pk := w.tried, w.packed
+	d.mu.Unlock()
+	if tried || !repack {
+		return pk, nil
+	}
+	pk = kernels.Pack(d.pool, w.w.Type, w.raw, w.w.Rows, w.w.Cols)
+	if err := d.pool.Fault(); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w.tried, w.packed = true, pk
+	if pk != nil {
+		d.mapped -= int64(len(w.raw))
+		d.mem += int64(pk.Bytes())
+		release(w.raw)
+	}
+	return pk, nil
+}
+
 func (d *Device) run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
 	ins := make([][]float32, len(in))
 	for i, b := range in {
@@ -64,7 +94,13 @@ func (d *Device) run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 		rmsNorm(ins[0], w.f32, op.Eps, ob.F)
 	case ops.MatMul:
 		n := len(ins[0]) / w.w.Cols
-		if n == 1 {
+		pk, err := d.packedWeight(w)
+		if err != nil {
+			return fmt.Errorf("cpu: op %s: repacking %s: %w", op, w.w.Name, err)
+		}
+		if pk != nil {
+			pk.MatMul(d.pool, ins[0], n, ob.F)
+		} else if n == 1 {
 			kernels.MatVec(d.pool, w.w.Type, w.raw, w.w.Rows, w.w.Cols, ins[0], ob.F)
 		} else {
 			kernels.MatMul(d.pool, w.w.Type, w.raw, w.w.Rows, w.w.Cols, ins[0], n, ob.F)

@@ -399,15 +399,31 @@ func gemmTileGo(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32) 
 
 // gemmTask is MatMul's GEMM over panels of 16 rows.
 type gemmTask struct {
+	g     *gemmSpec
+	rows  int
+	cols  int
+	n     int
+	tiles []inTile
+	y     []float32
+	bufs  chan *panel
+	src   panelSource
+}
+
+// panelSource writes panel pi (nr rows, fewer only for the last) of a
+// matrix into p.
+type panelSource interface {
+	unpackPanel(pi, nr int, p *panel)
+}
+
+// fileMatrix is a matrix in the file's layout, its rows stride bytes apart.
+type fileMatrix struct {
 	g      *gemmSpec
 	w      []byte
 	stride int
-	rows   int
-	cols   int
-	n      int
-	tiles  []inTile
-	y      []float32
-	bufs   chan *panel
+}
+
+func (f *fileMatrix) unpackPanel(pi, nr int, p *panel) {
+	f.g.unpack(f.w[pi*panelRows*f.stride:], f.stride, nr, p)
 }
 
 func (m *gemmTask) run(lo, hi int) {
@@ -423,7 +439,7 @@ func (m *gemmTask) run(lo, hi int) {
 			clear(p.sc)
 			clear(p.mn)
 		}
-		m.g.unpack(m.w[r0*m.stride:], m.stride, nr, p)
+		m.src.unpackPanel(pi, nr, p)
 		for ti := range m.tiles {
 			gemmTile(p, &m.tiles[ti], nsb, &out)
 			for t := range min(tileIn, m.n-ti*tileIn) {
@@ -447,8 +463,17 @@ func (f *fillTask) run(lo, hi int) {
 	}
 }
 
-// gemm multiplies the prepared inputs xs by w with spec g.
+// gemm multiplies the prepared inputs xs by w (the file's layout) with spec g.
 func (p *Pool) gemm(g *gemmSpec, w []byte, rows, cols int, xs []xrow, y []float32) {
+	s := &p.scratch
+	s.fm = fileMatrix{g: g, w: w, stride: len(w) / rows}
+	p.gemmPanels(g, rows, cols, xs, y, &s.fm)
+	s.fm = fileMatrix{}
+}
+
+// gemmPanels multiplies the prepared inputs xs by the rows×cols matrix whose
+// panels unpack writes, with spec g.
+func (p *Pool) gemmPanels(g *gemmSpec, rows, cols int, xs []xrow, y []float32, src panelSource) {
 	s := &p.scratch
 	n := len(xs)
 	nt := (n + tileIn - 1) / tileIn
@@ -465,7 +490,7 @@ func (p *Pool) gemm(g *gemmSpec, w []byte, rows, cols int, xs []xrow, y []float3
 			s.panels <- &panel{}
 		}
 	}
-	s.gt = gemmTask{g: g, w: w, stride: len(w) / rows, rows: rows, cols: cols, n: n, tiles: tiles, y: y, bufs: s.panels}
+	s.gt = gemmTask{g: g, rows: rows, cols: cols, n: n, tiles: tiles, y: y, bufs: s.panels, src: src}
 	p.runTask(&s.gt, (rows+panelRows-1)/panelRows, 1)
 	s.gt = gemmTask{}
 }

@@ -142,6 +142,9 @@ type scratch struct {
 	qt quantTask
 
 	tiles  []inTile
+	off    []int32
+	pt     packedTask
+	fm     fileMatrix
 	ft     fillTask
 	gt     gemmTask
 	panels chan *panel // one per thread, for the GEMM's unpacked rows

@@ -1,0 +1,23 @@
+//go:build amd64 && !purego
+
+package kernels
+
+//go:noescape
+func gemvQ4_0Packed(w *byte, nb int, xq *int8, xoff *int32, xd *float32, y *float32)
+
+//go:noescape
+func unpackQ4_0Packed(w *byte, nb int, q *byte, sc *float32)
+
+// packedKernels: the packed layout's kernels need AVX512-VNNI.
+var packedKernels = hasAVX512VNNI
+
+func gemvPacked(w []byte, nb int, x *xrow, off []int32, y []float32) {
+	_, _, _ = w[nb*packedBlock-1], x.q[nb*32-1], x.d[nb-1]
+	_, _ = off[nb-1], y[panelRows-1]
+	gemvQ4_0Packed(&w[0], nb, &x.q[0], &off[0], &x.d[0], &y[0])
+}
+
+func unpackPacked(w []byte, nb int, p *panel) {
+	_, _, _ = w[nb*packedBlock-1], p.q[nb*512-1], p.sc[nb*panelRows-1]
+	unpackQ4_0Packed(&w[0], nb, &p.q[0], &p.sc[0])
+}

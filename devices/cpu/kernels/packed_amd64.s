@@ -1,0 +1,95 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Kernels on Q4_0 weights repacked 16 rows at a time (packed.go): per block
+// of 32 columns, the 16 rows' f16 scales (32 bytes), then 4 chunks of 64
+// bytes, chunk c holding in lane r the bytes 4c..4c+3 of row r's 16 nibble
+// bytes: its low nibbles are columns 4c..4c+3, its high ones 16+4c..19+4c.
+
+DATA packedNib<>+0(SB)/4, $0x0f0f0f0f
+GLOBL packedNib<>(SB), RODATA|NOPTR, $4
+
+// CHUNK multiplies chunk c of the block at SI by the activations at DI:
+// low nibbles into Z8 against columns 4c.., high ones into Z9 against 16+4c..
+#define CHUNK(c) \
+	VMOVDQU32     (32+64*c)(SI), Z16 \
+	VPANDD        Z30, Z16, Z17 \
+	VPSRLD        $4, Z16, Z16 \
+	VPANDD        Z30, Z16, Z16 \
+	VPDPBUSD.BCST (4*c)(DI), Z17, Z8 \
+	VPDPBUSD.BCST (16+4*c)(DI), Z16, Z9
+
+// func gemvQ4_0Packed(w *byte, nb int, xq *int8, xoff *int32, xd *float32, y *float32)
+//
+// y[r] = Σ_b float(Σ_i u_i·q_i − 8·Σq)·(scale_r·d_b), r < 16: the GEMM's
+// arithmetic (gemm.go) for one input, in its order.
+TEXT ·gemvQ4_0Packed(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ xq+16(FP), DI
+	MOVQ xoff+24(FP), R8
+	MOVQ xd+32(FP), R9
+	MOVQ y+40(FP), R10
+	VPBROADCASTD packedNib<>(SB), Z30
+	VPXORD Z0, Z0, Z0
+block:
+	PREFETCHT0 1152(SI)
+	PREFETCHT0 1216(SI)
+	PREFETCHT0 1280(SI)
+	PREFETCHT0 1344(SI)
+	PREFETCHT0 1408(SI)
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	CHUNK(0)
+	CHUNK(1)
+	CHUNK(2)
+	CHUNK(3)
+	VPADDD        Z9, Z8, Z8
+	VPSUBD.BCST   (R8), Z8, Z8
+	VCVTDQ2PS     Z8, Z8
+	VCVTPH2PS     (SI), Z20
+	VMULPS.BCST   (R9), Z20, Z20
+	VFMADD231PS   Z20, Z8, Z0
+	ADDQ $288, SI
+	ADDQ $32, DI
+	ADDQ $4, R8
+	ADDQ $4, R9
+	DECQ CX
+	JNZ  block
+	VMOVUPS Z0, (R10)
+	VZEROUPPER
+	RET
+
+// UNPACK writes chunk c's low nibbles to group c of the panel at DI and its
+// high ones to group c+4.
+#define UNPACK(c) \
+	VMOVDQU32 (32+64*c)(SI), Z16 \
+	VPANDD    Z30, Z16, Z17 \
+	VMOVDQU32 Z17, (64*c)(DI) \
+	VPSRLD    $4, Z16, Z16 \
+	VPANDD    Z30, Z16, Z16 \
+	VMOVDQU32 Z16, (256+64*c)(DI)
+
+// func unpackQ4_0Packed(w *byte, nb int, q *byte, sc *float32)
+// Unpacks a packed panel into the GEMM's panel (gemm.go).
+TEXT ·unpackQ4_0Packed(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ q+16(FP), DI
+	MOVQ sc+24(FP), R9
+	VPBROADCASTD packedNib<>(SB), Z30
+unp:
+	VCVTPH2PS (SI), Z20
+	VMOVUPS   Z20, (R9)
+	UNPACK(0)
+	UNPACK(1)
+	UNPACK(2)
+	UNPACK(3)
+	ADDQ $288, SI
+	ADDQ $512, DI
+	ADDQ $64, R9
+	DECQ CX
+	JNZ  unp
+	VZEROUPPER
+	RET

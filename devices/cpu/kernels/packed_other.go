@@ -1,0 +1,14 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// packedKernels: without the assembly kernels nothing is packed.
+const packedKernels = false
+
+func gemvPacked(w []byte, nb int, x *xrow, off []int32, y []float32) {
+	gemvPackedGo(w, nb, x, off, y)
+}
+
+func unpackPacked(w []byte, nb int, p *panel) {
+	panic("kernels: no packed weights without the assembly kernels")
+}
