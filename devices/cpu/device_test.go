@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"hybrid/devices"
+	"hybrid/devices/cpu/kernels"
 	"hybrid/ops"
 	"hybrid/quant"
 )
@@ -235,4 +236,58 @@ func f32bytes(v []float32) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// TestRepackedWeight checks a mat-mul weight that the device repacks
+// (kernels.Packable) against the same weight left in the file's layout, and
+// that repacking changes neither the memory the device reports nor an
+// embedding lookup of the same tensor, whose mapped pages it drops.
+func TestRepackedWeight(t *testing.T) {
+	const rows, cols = 48, 256
+	if !kernels.Packable(quant.Q4_0, rows, cols) {
+		t.Skip("this CPU repacks nothing")
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	rb, _ := quant.RowBytes(quant.Q4_0, cols)
+	raw := make([]byte, rb*rows)
+	if err := quant.Quantize(quant.Q4_0, randVec(r, rows*cols), raw); err != nil {
+		t.Fatal(err)
+	}
+	w := &ops.Weight{Name: "w", Type: quant.Q4_0, Rows: rows, Cols: cols}
+	mm := &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}
+	results := map[bool][]float32{}
+	for _, on := range []bool{false, true} {
+		repack = on
+		d := New("cpu", 2)
+		if err := d.LoadWeight(w, raw); err != nil {
+			t.Fatal(err)
+		}
+		before := d.MemoryUsed()
+		x := randVec(rand.New(rand.NewPCG(1, 1)), 3*cols)
+		results[on] = run(t, d, mm, ops.Step{Tokens: make([]int32, 3)}, 3*rows, x)
+		// Each buffer the helper allocated: input and output.
+		if got, want := d.MemoryUsed(), before+4*int64(3*cols+3*rows); got != want {
+			t.Errorf("repack=%v: memory %d after the mat-mul, want %d", on, got, want)
+		}
+		if got := d.weights["w"].packed != nil; got != on {
+			t.Errorf("repack=%v: packed is %v", on, got)
+		}
+		emb := run(t, d, &ops.Op{Kind: ops.Embed, Name: "embed", Weight: w}, ops.Step{Tokens: []int32{5}}, cols)
+		deq := make([]float32, cols)
+		if err := quant.Dequantize(quant.Q4_0, raw[5*rb:6*rb], deq); err != nil {
+			t.Fatal(err)
+		}
+		for c := range deq {
+			if emb[c] != deq[c] {
+				t.Fatalf("repack=%v: embedding differs at %d", on, c)
+			}
+		}
+		d.Close()
+	}
+	repack = true
+	for i, v := range results[true] {
+		if u := results[false][i]; math.Abs(float64(v-u)) > 1e-5*(1+math.Abs(float64(u))) {
+			t.Fatalf("output %d: repacked %g, file layout %g", i, v, u)
+		}
+	}
 }
