@@ -291,3 +291,22 @@ func TestRepackedWeight(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseOnlyDropsFileMappings checks that dropping a repacked weight's
+// pages leaves ordinary memory alone (where it would zero them) and that a
+// file mapping still reads back the same after its pages are dropped.
+func TestReleaseOnlyDropsFileMappings(t *testing.T) {
+	heap := make([]byte, 1<<20)
+	for i := range heap {
+		heap[i] = byte(i*7 + 1)
+	}
+	if sharedFileMapping(heap) {
+		t.Error("heap memory taken for a file mapping")
+	}
+	release(heap)
+	for i, v := range heap {
+		if v != byte(i*7+1) {
+			t.Fatalf("heap byte %d changed to %d", i, v)
+		}
+	}
+}

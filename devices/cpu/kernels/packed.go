@@ -41,20 +41,24 @@ func Pack(p *Pool, t quant.Type, w []byte, rows, cols int) *Packed {
 	pk := &Packed{Type: t, Rows: rows, Cols: cols, data: make([]byte, len(w))}
 	p.Run(rows/panelRows, func(lo, hi int) {
 		for pi := lo; pi < hi; pi++ {
-			dst := pk.data[pi*nb*packedBlock : (pi+1)*nb*packedBlock]
-			for r := range panelRows {
-				row := w[(pi*panelRows+r)*stride:][:stride]
-				for b := range nb {
-					blk, o := row[18*b:18*b+18], b*packedBlock
-					dst[o+2*r], dst[o+2*r+1] = blk[0], blk[1]
-					for c := range 4 {
-						copy(dst[o+32+64*c+4*r:][:4], blk[2+4*c:6+4*c])
-					}
-				}
-			}
+			packQ4_0(w[pi*panelRows*stride:(pi+1)*panelRows*stride], stride, nb, pk.data[pi*nb*packedBlock:(pi+1)*nb*packedBlock])
 		}
 	})
 	return pk
+}
+
+// packQ4_0Go repacks one panel of 16 rows, stride bytes apart, into dst.
+func packQ4_0Go(w []byte, stride, nb int, dst []byte) {
+	for r := range panelRows {
+		row := w[r*stride:][:stride]
+		for b := range nb {
+			blk, o := row[18*b:18*b+18], b*packedBlock
+			dst[o+2*r], dst[o+2*r+1] = blk[0], blk[1]
+			for c := range 4 {
+				copy(dst[o+32+64*c+4*r:][:4], blk[2+4*c:6+4*c])
+			}
+		}
+	}
 }
 
 // Bytes is the packed matrix's size.

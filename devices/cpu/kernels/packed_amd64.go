@@ -21,3 +21,16 @@ func unpackPacked(w []byte, nb int, p *panel) {
 	_, _, _ = w[nb*packedBlock-1], p.q[nb*512-1], p.sc[nb*panelRows-1]
 	unpackQ4_0Packed(&w[0], nb, &p.q[0], &p.sc[0])
 }
+
+//go:noescape
+func packQ4_0Asm(w *byte, stride, nb int, dst *byte)
+
+// packQ4_0 repacks one panel, by gathers where the row offsets fit them.
+func packQ4_0(w []byte, stride, nb int, dst []byte) {
+	if !gatherable(w, stride, panelRows) {
+		packQ4_0Go(w, stride, nb, dst)
+		return
+	}
+	_ = dst[nb*packedBlock-1]
+	packQ4_0Asm(&w[0], stride, nb, &dst[0])
+}

@@ -12,3 +12,5 @@ func gemvPacked(w []byte, nb int, x *xrow, off []int32, y []float32) {
 func unpackPacked(w []byte, nb int, p *panel) {
 	panic("kernels: no packed weights without the assembly kernels")
 }
+
+func packQ4_0(w []byte, stride, nb int, dst []byte) { packQ4_0Go(w, stride, nb, dst) }

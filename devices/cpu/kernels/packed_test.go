@@ -114,3 +114,19 @@ func BenchmarkPackedCold(b *testing.B) {
 		i = (i + 1) % len(ws)
 	}
 }
+
+// TestPackQ4_0 checks the gathering packer against the Go one.
+func TestPackQ4_0(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	const cols = 512
+	w := randomWeights(t, rng, quant.Q4_0, panelRows, cols)
+	nb := cols / 32
+	a, b := make([]byte, nb*packedBlock), make([]byte, nb*packedBlock)
+	packQ4_0(w, len(w)/panelRows, nb, a)
+	packQ4_0Go(w, len(w)/panelRows, nb, b)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("byte %d: %#x, Go %#x", i, a[i], b[i])
+		}
+	}
+}

@@ -199,3 +199,32 @@ q6k:
 	JNZ  q6k
 	VZEROUPPER
 	RET
+
+// COPY4 gathers the dword at off(SI) of each row and stores it at dst(DI).
+#define COPY4(off, dst) \
+	GATHER(off, SI, Z1) \
+	VMOVDQU32 Z1, dst(DI)
+
+// func packQ4_0Asm(w *byte, stride, nb int, dst *byte)
+// Repacks 16 Q4_0 rows into packed.go's layout: per block the 16 f16
+// scales, then 4 chunks of the rows' nibble bytes, 4 bytes a row.
+TEXT ·packQ4_0Asm(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), AX
+	MOVQ nb+16(FP), CX
+	MOVQ dst+24(FP), DI
+	ROWOFFS
+pq40:
+	GATHER(0, SI, Z0)
+	VPMOVDW   Z0, Y0
+	VMOVDQU   Y0, (DI)
+	COPY4(2, 32)
+	COPY4(6, 96)
+	COPY4(10, 160)
+	COPY4(14, 224)
+	ADDQ $18, SI
+	ADDQ $288, DI
+	DECQ CX
+	JNZ  pq40
+	VZEROUPPER
+	RET
