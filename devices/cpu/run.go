@@ -207,7 +207,9 @@ func siluMul(g, u, out []float32) {
 		lanes, vexp = 16, vexpf512
 	}
 	n := len(g) - len(g)%lanes
-	for i, x := range g[:n] {
+	// The assembly, where there is one, does the same to the bit.
+	for i := kernels.SiluMul(g[:n], u[:n], out[:n]); i < n; i++ {
+		x := g[i]
 		out[i] = x / (1 + vexp(-x)) * u[i]
 	}
 	for i := n; i < len(g); i++ {

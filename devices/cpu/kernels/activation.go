@@ -34,7 +34,33 @@ func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) 
 // rounded to binary16.
 // q stays in [-127, 127]: the assembly kernels flip activation signs, and
 // -128 has no positive counterpart.
-func quantize32(x []float32, r *xrow, q81 bool) {
+//
+// Where the CPU allows, an assembly version (quantize_amd64.s) does the same
+// arithmetic, op for op, to the bit (TestQuantize32BitIdentical).
+func quantize32(x []float32, r *xrow, q81 bool) { quantize32Impl(x, r, q81) }
+
+// quantize256 fills r.q, r.d and r.bs from x in blocks of 256 exactly as
+// ggml's quantize_row_q8_K does: the scale comes from the value of largest
+// magnitude (the first, on a tie) with its sign, iscale = -127/max, q =
+// min(127, iscale·x rounded to nearest even), d = 1/iscale in f32, and the
+// sum of every 16 q.
+//
+// As quantize32, it has an assembly version that gives the same bits
+// (TestQuantize256BitIdentical).
+func quantize256(x []float32, r *xrow) { quantize256Impl(x, r) }
+
+// quantize32Impl and quantize256Impl are the portable Go versions unless
+// quantize_amd64.go finds the CPU features its assembly needs (AVX-512 F,
+// or for quantize32 AVX2). quantize32AVX2Impl is the AVX2 quantize32 where
+// the CPU can run it, in use or not (nil elsewhere), for its test.
+var (
+	quantize32Impl     = quantize32Go
+	quantize256Impl    = quantize256Go
+	quantize32AVX2Impl func(x []float32, r *xrow, q81 bool)
+)
+
+// quantize32Go is quantize32 in portable Go, the reference for the assembly.
+func quantize32Go(x []float32, r *xrow, q81 bool) {
 	for b := range len(x) / 32 {
 		xb, qb := x[32*b:32*b+32], r.q[32*b:32*b+32]
 		var amax float32
@@ -61,12 +87,9 @@ func quantize32(x []float32, r *xrow, q81 bool) {
 	}
 }
 
-// quantize256 fills r.q, r.d and r.bs from x in blocks of 256 exactly as
-// ggml's quantize_row_q8_K does: the scale comes from the value of largest
-// magnitude (the first, on a tie) with its sign, iscale = -127/max, q =
-// min(127, iscale·x rounded to nearest even), d = 1/iscale in f32, and the
-// sum of every 16 q.
-func quantize256(x []float32, r *xrow) {
+// quantize256Go is quantize256 in portable Go, the reference for the
+// assembly.
+func quantize256Go(x []float32, r *xrow) {
 	for b := range len(x) / 256 {
 		xb, qb := x[256*b:256*b+256], r.q[256*b:256*b+256]
 		var amax, mx float32
