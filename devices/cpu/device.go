@@ -200,6 +200,11 @@ func (d *Device) MemoryUsed() int64 {
 func (d *Device) Close() error {
 	d.pool.Close()
 	d.mu.Lock()
+	for _, w := range d.weights {
+		if w.packed != nil {
+			w.packed.Free()
+		}
+	}
 	d.weights, d.kv = map[string]*weight{}, map[int]*kvCache{}
 	d.mem, d.mapped, d.kvBytes = 0, 0, 0
 	d.mu.Unlock()

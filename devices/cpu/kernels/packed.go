@@ -7,44 +7,113 @@ import (
 )
 
 // Packed is a weight matrix repacked for this CPU's kernels, replacing the
-// file's layout: for Q4_0, 16 rows at a time, per block of 32 columns the 16
-// rows' f16 scales and then their nibble bytes interleaved four at a time
-// (packed_amd64.s), the same 18 bytes per row and block as the file. A
-// decode step then reads one sequential stream per worker, and one VPDPBUSD
-// against a broadcast of four activations serves 16 rows, as llama.cpp's
-// repacked Q4_0 (its Q4_0_8x8 layout) does for 8; a batch unpacks the panels
-// for the GEMM (gemm.go) with a mask and a shift instead of a gather. Both
-// sum in the GEMM's order, so a prompt and a decode step give a row the same
-// arithmetic.
+// file's layout, 16 rows at a time. For Q4_0, per block of 32 columns, the
+// 16 rows' f16 scales and then their nibble bytes interleaved four at a time
+// (packed_amd64.s): the same 18 bytes per row and block as the file. For
+// Q4_K, per super-block of 256, the 16 rows' f16 d and dmin, their 6-bit
+// sub-block scales and mins unpacked to a byte each, and their nibble bytes
+// interleaved as Q4_0's: 148 bytes per row and super-block against the
+// file's 144. A decode step then reads one sequential stream per worker,
+// and one VPDPBUSD against a broadcast of four activations serves 16 rows,
+// as llama.cpp's repacked layouts (Q4_0_8x8, Q4_K_8x8) do for 8; a batch
+// unpacks the panels for the GEMM (gemm.go) with a mask and a shift instead
+// of a gather. Q4_0 sums in the GEMM's order, which is llama.cpp's repacked
+// Q4_0 order, so a prompt and a decode step give a row the same arithmetic.
+// Q4_K sums each super-block in integers as llama.cpp does
+// (d·Σ sc·Σqx − dmin·Σ m·Σx), then in floats super-block after super-block.
 type Packed struct {
 	Type       quant.Type
 	Rows, Cols int
 	data       []byte
+	free       func()
 }
 
-// packedBlock is the bytes of a 16-row panel's block of 32 columns.
-const packedBlock = 16 * 18
+// Free gives the packed matrix's memory back; it must not be used after.
+func (pk *Packed) Free() {
+	if pk.free != nil {
+		pk.free()
+		pk.free, pk.data = nil, nil
+	}
+}
+
+// The bytes of a 16-row panel's block: of 32 columns for Q4_0, of 256 for
+// Q4_K, with the offsets of Q4_K's parts.
+const (
+	packedBlock  = 16 * 18
+	packedBlockK = 32 + 32 + 128 + 128 + 2048
+	pkDmin       = 32
+	pkScales     = 64
+	pkMins       = 192
+	pkQs         = 320
+)
+
+// blockCols and blockBytes are the columns and panel bytes of t's block.
+func packedShape(t quant.Type) (blockCols, blockBytes int) {
+	if t == quant.Q4_K {
+		return 256, packedBlockK
+	}
+	return 32, packedBlock
+}
 
 // Packable reports whether Pack takes a t matrix of rows×cols here.
 func Packable(t quant.Type, rows, cols int) bool {
-	return t == quant.Q4_0 && packedKernels && rows%panelRows == 0 && cols%32 == 0 && rows > 0
+	if !packedKernels || rows <= 0 || rows%panelRows != 0 {
+		return false
+	}
+	switch t {
+	case quant.Q4_0:
+		return cols%32 == 0
+	case quant.Q4_K:
+		return cols%256 == 0
+	}
+	return false
 }
 
 // Pack repacks the rows×cols t matrix w (the file's layout), or returns nil
 // if Packable says no. It reads all of w, over the pool: a memory fault
 // there (a truncated file) is the pool's Fault, and the result is garbage.
 func Pack(p *Pool, t quant.Type, w []byte, rows, cols int) *Packed {
-	if !Packable(t, rows, cols) || len(w) != rows*cols/32*18 {
+	if !Packable(t, rows, cols) {
 		return nil
 	}
-	nb, stride := cols/32, cols/32*18
-	pk := &Packed{Type: t, Rows: rows, Cols: cols, data: make([]byte, len(w))}
+	stride, err := quant.RowBytes(t, cols)
+	if err != nil || len(w) != rows*stride {
+		return nil
+	}
+	bc, bb := packedShape(t)
+	nb := cols / bc
+	data, free := allocBig(rows / panelRows * nb * bb)
+	pk := &Packed{Type: t, Rows: rows, Cols: cols, data: data, free: free}
 	p.Run(rows/panelRows, func(lo, hi int) {
 		for pi := lo; pi < hi; pi++ {
-			packQ4_0(w[pi*panelRows*stride:(pi+1)*panelRows*stride], stride, nb, pk.data[pi*nb*packedBlock:(pi+1)*nb*packedBlock])
+			src, dst := w[pi*panelRows*stride:(pi+1)*panelRows*stride], pk.data[pi*nb*bb:(pi+1)*nb*bb]
+			if t == quant.Q4_K {
+				packQ4_K(src, stride, nb, dst)
+			} else {
+				packQ4_0(src, stride, nb, dst)
+			}
 		}
 	})
 	return pk
+}
+
+// packQ4_K repacks one panel of 16 Q4_K rows, stride bytes apart, into dst.
+func packQ4_K(w []byte, stride, nb int, dst []byte) {
+	for r := range panelRows {
+		row := w[r*stride:][:stride]
+		for b := range nb {
+			blk, o := row[144*b:144*b+144], b*packedBlockK
+			dst[o+2*r], dst[o+2*r+1] = blk[0], blk[1]
+			dst[o+pkDmin+2*r], dst[o+pkDmin+2*r+1] = blk[2], blk[3]
+			for s := range 8 {
+				sc, m := quant.ScaleMinK4(s, blk[4:16])
+				dst[o+pkScales+16*s+r], dst[o+pkMins+16*s+r] = sc, m
+			}
+			for c := range 32 {
+				copy(dst[o+pkQs+64*c+4*r:][:4], blk[16+4*c:20+4*c])
+			}
+		}
+	}
 }
 
 // packQ4_0Go repacks one panel of 16 rows, stride bytes apart, into dst.
@@ -77,16 +146,27 @@ func (pk *Packed) MatMul(p *Pool, x []float32, n int, y []float32) {
 		p.gemmPanels(gemmFor[pk.Type], pk.Rows, pk.Cols, xs, y, pk)
 		return
 	}
-	nb := pk.Cols / 32
-	s.off = grow(s.off, n*nb)
+	bc, _ := packedShape(pk.Type)
+	nb := pk.Cols / bc
+	// Per input and block: Q4_0's offset 8·Σq; Q4_K's activation sums per
+	// sub-block of 32 (Σ of two of Q8_K's sums of 16).
+	per := bc / 32
+	s.off = grow(s.off, n*nb*per)
 	for i := range xs {
+		off := s.off[i*nb*per : (i+1)*nb*per]
+		if pk.Type == quant.Q4_K {
+			for j := range off {
+				off[j] = int32(xs[i].bs[2*j]) + int32(xs[i].bs[2*j+1])
+			}
+			continue
+		}
 		q := xs[i].q
 		for b := range nb {
 			var sum int32
 			for _, v := range q[32*b : 32*b+32] {
 				sum += int32(v)
 			}
-			s.off[i*nb+b] = 8 * sum
+			off[b] = 8 * sum
 		}
 	}
 	s.pt = packedTask{pk: pk, x: xs, off: s.off, y: y}
@@ -96,9 +176,41 @@ func (pk *Packed) MatMul(p *Pool, x []float32, n int, y []float32) {
 
 // unpackPanel writes panel pi into the GEMM's panel layout.
 func (pk *Packed) unpackPanel(pi, nr int, p *panel) {
-	nb := pk.Cols / 32
-	unpackPacked(pk.data[pi*nb*packedBlock:(pi+1)*nb*packedBlock], nb, p)
+	bc, bb := packedShape(pk.Type)
+	nb := pk.Cols / bc
+	w := pk.data[pi*nb*bb : (pi+1)*nb*bb]
+	if pk.Type == quant.Q4_K {
+		unpackPackedQ4_K(w, nb, p)
+		return
+	}
+	unpackPacked(w, nb, p)
 	clear(p.mn[:nb*panelRows])
+}
+
+// unpackPackedQ4_K writes a packed Q4_K panel into the GEMM's layout:
+// sub-block 2p's group c is chunk 8p+c's low nibbles, 2p+1's its high ones.
+func unpackPackedQ4_K(w []byte, nb int, p *panel) {
+	for b := range nb {
+		blk := w[b*packedBlockK:]
+		for c := range 32 {
+			pr, g := c/8, c%8
+			src := blk[pkQs+64*c : pkQs+64*c+64]
+			lo := p.q[((8*b+2*pr)*8+g)*64:][:64]
+			hi := p.q[((8*b+2*pr+1)*8+g)*64:][:64]
+			for i := 0; i < 64; i += 4 {
+				v := get32(src, i)
+				put32(lo, i, v&nib)
+				put32(hi, i, v>>4&nib)
+			}
+		}
+		for r := range panelRows {
+			d, dmin := half(blk[2*r:]), half(blk[pkDmin+2*r:])
+			for s := range 8 {
+				p.sc[(8*b+s)*16+r] = d * float32(blk[pkScales+16*s+r])
+				p.mn[(8*b+s)*16+r] = -dmin * float32(blk[pkMins+16*s+r])
+			}
+		}
+	}
 }
 
 // packedTask is Packed.MatMul's work over panels for a few inputs.
@@ -110,13 +222,54 @@ type packedTask struct {
 }
 
 func (t *packedTask) run(lo, hi int) {
-	nb := t.pk.Cols / 32
+	bc, bb := packedShape(t.pk.Type)
+	nb := t.pk.Cols / bc
+	per := bc / 32
 	for pi := lo; pi < hi; pi++ {
-		w := t.pk.data[pi*nb*packedBlock : (pi+1)*nb*packedBlock]
+		w := t.pk.data[pi*nb*bb : (pi+1)*nb*bb]
 		for i := range t.x {
-			gemvPacked(w, nb, &t.x[i], t.off[i*nb:(i+1)*nb], t.y[i*t.pk.Rows+pi*panelRows:][:panelRows])
+			y := t.y[i*t.pk.Rows+pi*panelRows:][:panelRows]
+			off := t.off[i*nb*per : (i+1)*nb*per]
+			if t.pk.Type == quant.Q4_K {
+				gemvPackedK(w, nb, &t.x[i], off, y)
+			} else {
+				gemvPacked(w, nb, &t.x[i], off, y)
+			}
 		}
 	}
+}
+
+// gemvPackedKGo is gemvPackedK's arithmetic in Go, for tests: x's Q8_K
+// activations, bsum their sums per 32.
+func gemvPackedKGo(w []byte, nb int, x *xrow, bsum []int32, y []float32) {
+	var acc [panelRows]float32
+	for b := range nb {
+		blk := w[b*packedBlockK:]
+		q := x.q[256*b:]
+		for r := range panelRows {
+			var isum, imin int32
+			for pr := range 4 {
+				var ie, io int32
+				for c := range 8 {
+					v := binary.LittleEndian.Uint32(blk[pkQs+64*(8*pr+c)+4*r:])
+					for i := range 4 {
+						byt := int32(v >> (8 * i) & 0xff)
+						ie += (byt & 15) * int32(q[64*pr+4*c+i])
+						io += (byt >> 4) * int32(q[64*pr+32+4*c+i])
+					}
+				}
+				isum += ie * int32(blk[pkScales+16*(2*pr)+r])
+				isum += io * int32(blk[pkScales+16*(2*pr+1)+r])
+				imin += int32(blk[pkMins+16*(2*pr)+r]) * bsum[8*b+2*pr]
+				imin += int32(blk[pkMins+16*(2*pr+1)+r]) * bsum[8*b+2*pr+1]
+			}
+			d := half(blk[2*r:]) * x.d[b]
+			dmin := half(blk[pkDmin+2*r:]) * x.d[b]
+			acc[r] = fma32(float32(isum), d, acc[r])
+			acc[r] = fma32(-float32(imin), dmin, acc[r])
+		}
+	}
+	copy(y, acc[:])
 }
 
 // gemvPackedGo is gemvPacked's arithmetic in Go, for tests.

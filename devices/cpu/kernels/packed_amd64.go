@@ -34,3 +34,12 @@ func packQ4_0(w []byte, stride, nb int, dst []byte) {
 	_ = dst[nb*packedBlock-1]
 	packQ4_0Asm(&w[0], stride, nb, &dst[0])
 }
+
+//go:noescape
+func gemvQ4_KPacked(w *byte, nb int, xq *int8, bsum *int32, xd *float32, y *float32)
+
+func gemvPackedK(w []byte, nb int, x *xrow, bsum []int32, y []float32) {
+	_, _, _ = w[nb*packedBlockK-1], x.q[nb*256-1], x.d[nb-1]
+	_, _ = bsum[nb*8-1], y[panelRows-1]
+	gemvQ4_KPacked(&w[0], nb, &x.q[0], &bsum[0], &x.d[0], &y[0])
+}

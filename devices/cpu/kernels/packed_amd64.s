@@ -93,3 +93,83 @@ unp:
 	JNZ  unp
 	VZEROUPPER
 	RET
+
+// Q4_K, packed (packed.go): per super-block the 16 rows' f16 d (0) and
+// dmin (32), a byte per row and sub-block of scales (64) and mins (192),
+// then 32 chunks of nibbles (320), chunk 8p+c holding in lane r row r's
+// bytes 32p+4c..32p+4c+3: low nibbles sub-block 2p's columns 4c.., high
+// ones sub-block 2p+1's.
+
+// KCHUNK multiplies chunk 8p+c: low nibbles into Z10 against the
+// activations of sub-block 2p, high ones into Z11 against 2p+1's.
+#define KCHUNK(p, c) \
+	VMOVDQU32     (320+64*(8*(p)+(c)))(SI), Z16 \
+	VPANDD        Z30, Z16, Z17 \
+	VPSRLD        $4, Z16, Z16 \
+	VPANDD        Z30, Z16, Z16 \
+	VPDPBUSD.BCST (64*(p)+4*(c))(DI), Z17, Z10 \
+	VPDPBUSD.BCST (64*(p)+32+4*(c))(DI), Z16, Z11
+
+// KPAIR runs sub-blocks 2p and 2p+1 and adds sc·Σ into Z8 and m·Σx into
+// Z9, in integers.
+#define KPAIR(p) \
+	VPXORD        Z10, Z10, Z10 \
+	VPXORD        Z11, Z11, Z11 \
+	KCHUNK(p, 0) \
+	KCHUNK(p, 1) \
+	KCHUNK(p, 2) \
+	KCHUNK(p, 3) \
+	KCHUNK(p, 4) \
+	KCHUNK(p, 5) \
+	KCHUNK(p, 6) \
+	KCHUNK(p, 7) \
+	VPMOVZXBD     (64+32*(p))(SI), Z12 \
+	VPMULLD       Z12, Z10, Z10 \
+	VPADDD        Z10, Z8, Z8 \
+	VPMOVZXBD     (80+32*(p))(SI), Z13 \
+	VPMULLD       Z13, Z11, Z11 \
+	VPADDD        Z11, Z8, Z8 \
+	VPMOVZXBD     (192+32*(p))(SI), Z12 \
+	VPMULLD.BCST  (8*(p))(R8), Z12, Z12 \
+	VPADDD        Z12, Z9, Z9 \
+	VPMOVZXBD     (208+32*(p))(SI), Z13 \
+	VPMULLD.BCST  (8*(p)+4)(R8), Z13, Z13 \
+	VPADDD        Z13, Z9, Z9
+
+// func gemvQ4_KPacked(w *byte, nb int, xq *int8, bsum *int32, xd *float32, y *float32)
+//
+// y[r] = Σ_b d_r·xd_b·Σ_s sc·(Σ q·x) − dmin_r·xd_b·Σ_s m·(Σ x), r < 16, the
+// integer parts exact, gemvPackedKGo's order.
+TEXT ·gemvQ4_KPacked(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ xq+16(FP), DI
+	MOVQ bsum+24(FP), R8
+	MOVQ xd+32(FP), R9
+	MOVQ y+40(FP), R10
+	VPBROADCASTD packedNib<>(SB), Z30
+	VPXORD Z0, Z0, Z0
+kblock:
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	KPAIR(0)
+	KPAIR(1)
+	KPAIR(2)
+	KPAIR(3)
+	VCVTDQ2PS     Z8, Z8
+	VCVTDQ2PS     Z9, Z9
+	VCVTPH2PS     (SI), Z14
+	VMULPS.BCST   (R9), Z14, Z14
+	VCVTPH2PS     32(SI), Z15
+	VMULPS.BCST   (R9), Z15, Z15
+	VFMADD231PS   Z14, Z8, Z0
+	VFNMADD231PS  Z15, Z9, Z0
+	ADDQ $2368, SI
+	ADDQ $256, DI
+	ADDQ $32, R8
+	ADDQ $4, R9
+	DECQ CX
+	JNZ  kblock
+	VMOVUPS Z0, (R10)
+	VZEROUPPER
+	RET

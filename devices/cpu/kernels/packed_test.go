@@ -9,7 +9,7 @@ import (
 	"hybrid/quant"
 )
 
-// TestPacked checks the repacked Q4_0 matrix against the float64 dot of the
+// TestPacked checks each repacked type against the float64 dot of the
 // dequantized weights for a decode step, a few inputs and a batch the GEMM
 // takes, and the assembly gemv against its Go arithmetic: the same
 // operations in the same order, so the same bits but for fma32's rare double
@@ -23,69 +23,85 @@ func TestPacked(t *testing.T) {
 		}
 		t.Skip("no packed kernels on this CPU")
 	}
-	for _, sh := range []shape{{16, 32}, {48, 256}, {64, 2048}, {32, 5632}} {
-		for _, n := range []int{1, 3, 8, 19} {
-			t.Run(fmt.Sprintf("%dx%d/n=%d", sh.rows, sh.cols, n), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(n), uint64(sh.rows*sh.cols)))
-				w := randomWeights(t, rng, quant.Q4_0, sh.rows, sh.cols)
-				x := randomInput(rng, n*sh.cols)
-				pk := Pack(p, quant.Q4_0, w, sh.rows, sh.cols)
-				if pk == nil || pk.Bytes() != len(w) {
-					t.Fatalf("Pack: %v", pk)
-				}
-				y := make([]float32, n*sh.rows)
-				pk.MatMul(p, x, n, y)
-				file := make([]float32, n*sh.rows)
-				MatMul(p, quant.Q4_0, w, sh.rows, sh.cols, x, n, file)
-				ftol := floatTol(sh.cols)
-				for i := range n {
-					xi := x[i*sh.cols : (i+1)*sh.cols]
-					want, absW, qerr := reference(t, quant.Q4_0, w, sh.rows, sh.cols, xi, 32)
-					var xr xrow
-					k := *kernelFor[quant.Q4_0]
-					xs := (&scratch{}).prepare(p, &k, xi, 1, sh.cols)
-					xr = xs[0]
-					nb := sh.cols / 32
-					off := make([]int32, nb)
-					for b := range nb {
-						for _, v := range xr.q[32*b : 32*b+32] {
-							off[b] += 8 * int32(v)
-						}
-					}
-					for r := range sh.rows {
-						got := y[i*sh.rows+r]
-						tol := qerr[r] + 2*ftol*absW[r] + 1e-30
-						if d := math.Abs(float64(got) - want[r]); d > tol {
-							t.Fatalf("input %d row %d: packed %g, want %g (|diff| %.3g > %.3g)", i, r, got, want[r], d, tol)
-						}
-						// The file's layout through the same path (GEMM or
-						// not) sums the same block sums in the same order.
-						if n >= gemmMin && file[i*sh.rows+r] != got {
-							t.Fatalf("input %d row %d: packed %g, file layout %g", i, r, got, file[i*sh.rows+r])
-						}
-					}
-					if n < gemmMin {
-						for pi := range sh.rows / panelRows {
-							var g [panelRows]float32
-							gemvPackedGo(pk.data[pi*nb*packedBlock:], nb, &xr, off, g[:])
-							for r, v := range g {
-								got := y[i*sh.rows+pi*panelRows+r]
-								if got != v && math.Abs(float64(got-v)) > 0x1p-22*(absW[pi*panelRows+r]+qerr[pi*panelRows+r]) {
-									t.Fatalf("input %d row %d: assembly %g, Go %g", i, pi*panelRows+r, got, v)
-								}
-							}
-						}
-					}
-				}
-			})
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q4_K} {
+		for _, sh := range []shape{{16, 256}, {48, 512}, {64, 2048}, {32, 5632}} {
+			for _, n := range []int{1, 3, 8, 19} {
+				t.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, sh.rows, sh.cols, n), func(t *testing.T) {
+					testPacked(t, p, typ, sh, n)
+				})
+			}
 		}
 	}
 	for _, c := range []struct {
 		typ        quant.Type
 		rows, cols int
-	}{{quant.Q4_0, 15, 32}, {quant.Q4_0, 0, 32}, {quant.Q8_0, 16, 32}, {quant.Q4_K, 16, 256}} {
+	}{{quant.Q4_0, 15, 32}, {quant.Q4_0, 0, 32}, {quant.Q8_0, 16, 32}, {quant.Q4_K, 16, 128}, {quant.Q6_K, 16, 256}} {
 		if Packable(c.typ, c.rows, c.cols) {
 			t.Errorf("Packable(%s, %d, %d)", c.typ, c.rows, c.cols)
+		}
+	}
+}
+
+func testPacked(t *testing.T, p *Pool, typ quant.Type, sh shape, n int) {
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(sh.rows*sh.cols)))
+	w := randomWeights(t, rng, typ, sh.rows, sh.cols)
+	x := randomInput(rng, n*sh.cols)
+	pk := Pack(p, typ, w, sh.rows, sh.cols)
+	if pk == nil {
+		t.Fatal("Pack refused")
+	}
+	y := make([]float32, n*sh.rows)
+	pk.MatMul(p, x, n, y)
+	file := make([]float32, n*sh.rows)
+	MatMul(p, typ, w, sh.rows, sh.cols, x, n, file)
+	k := *kernelFor[typ]
+	bc, bb := packedShape(typ)
+	nb := sh.cols / bc
+	ftol := floatTol(sh.cols)
+	for i := range n {
+		xi := x[i*sh.cols : (i+1)*sh.cols]
+		want, absW, qerr := reference(t, typ, w, sh.rows, sh.cols, xi, k.block)
+		for r := range sh.rows {
+			got := y[i*sh.rows+r]
+			tol := qerr[r] + 2*ftol*absW[r] + 1e-30
+			if d := math.Abs(float64(got) - want[r]); d > tol {
+				t.Fatalf("input %d row %d: packed %g, want %g (|diff| %.3g > %.3g)", i, r, got, want[r], d, tol)
+			}
+			// A batch through the GEMM: the panels unpacked from either
+			// layout are the same, and so are the sums.
+			if n >= gemmMin && file[i*sh.rows+r] != got {
+				t.Fatalf("input %d row %d: packed %g, file layout %g", i, r, got, file[i*sh.rows+r])
+			}
+		}
+		if n >= gemmMin {
+			continue
+		}
+		xr := (&scratch{}).prepare(p, &k, xi, 1, sh.cols)[0]
+		for pi := range sh.rows / panelRows {
+			var g [panelRows]float32
+			pw := pk.data[pi*nb*bb:]
+			if typ == quant.Q4_K {
+				bsum := make([]int32, nb*8)
+				for j := range bsum {
+					bsum[j] = int32(xr.bs[2*j]) + int32(xr.bs[2*j+1])
+				}
+				gemvPackedKGo(pw, nb, &xr, bsum, g[:])
+			} else {
+				off := make([]int32, nb)
+				for b := range nb {
+					for _, v := range xr.q[32*b : 32*b+32] {
+						off[b] += 8 * int32(v)
+					}
+				}
+				gemvPackedGo(pw, nb, &xr, off, g[:])
+			}
+			for r, v := range g {
+				row := pi*panelRows + r
+				got := y[i*sh.rows+row]
+				if got != v && math.Abs(float64(got-v)) > 0x1p-22*(absW[row]+qerr[row]) {
+					t.Fatalf("input %d row %d: assembly %g, Go %g", i, row, got, v)
+				}
+			}
 		}
 	}
 }
