@@ -64,6 +64,20 @@ var gemmFor = map[quant.Type]*gemmSpec{
 	quant.Q6_K: {sub: 16, c: 32, unpack: unpackQ6_K, kquant: true},
 }
 
+// gemmOrderIsLlamaCpps names the types whose GEMM sums in the order
+// llama.cpp's CPU backend uses for a batch on this kind of CPU: Q4_0, which
+// it repacks (Q4_0_8x8) and multiplies per block as here. The others it
+// multiplies row by row in its vec_dot order (Q8_0 through tinyBLAS, in the
+// same lanes), or repacked in another order (Q4_K, see packed.go), so for
+// them the GEMM gives other roundings: within the rule of
+// ../shared/models/README.md on first-step logits (about 1e-2 on random
+// synthetic models), but on synthetic TinyLlama Q4_K_M that was enough for
+// a greedy token to differ at step 11 with a margin of 0.18, past the rule's
+// ties. So a batch of those types takes the row kernels, which sum in
+// llama.cpp's order; TestGEMM keeps their GEMM correct for the day a faster
+// order-preserving kernel replaces them.
+var gemmOrderIsLlamaCpps = map[quant.Type]bool{quant.Q4_0: true}
+
 // gemmTile, where the CPU has a fast one, multiplies one panel by one tile
 // of inputs: out[t*16+r] = Σ_b over nsb sub-blocks of the formula above.
 // nil leaves batches on the row kernels.

@@ -21,7 +21,9 @@ func init() {
 		return
 	}
 	gemmTile = gemmTileAsm
-	for t, g := range gemmFor {
-		kernelFor[t].gemm = g
+	for t := range gemmFor {
+		if gemmOrderIsLlamaCpps[t] {
+			kernelFor[t].gemm = gemmFor[t]
+		}
 	}
 }

@@ -19,8 +19,10 @@ import (
 // unpacks the panels for the GEMM (gemm.go) with a mask and a shift instead
 // of a gather. Q4_0 sums in the GEMM's order, which is llama.cpp's repacked
 // Q4_0 order, so a prompt and a decode step give a row the same arithmetic.
-// Q4_K sums each super-block in integers as llama.cpp does
-// (d·Σ sc·Σqx − dmin·Σ m·Σx), then in floats super-block after super-block.
+// Q4_K sums each super-block in integers as llama.cpp does, then
+// Σ d·(Σ sc·Σqx) and Σ dmin·(Σ m·Σx) in floats apart, super-block after
+// super-block, subtracted at the end: its repacked Q4_K order, for a
+// decode step and a batch alike.
 type Packed struct {
 	Type       quant.Type
 	Rows, Cols int
@@ -142,7 +144,10 @@ func (pk *Packed) MatMul(p *Pool, x []float32, n int, y []float32) {
 	k := kernelFor[pk.Type]
 	s := &p.scratch
 	xs := s.prepare(p, k, x, n, pk.Cols)
-	if n >= gemmMin && gemmTile != nil {
+	// Q4_K multiplies a batch too as llama.cpp's repacked Q4_K does, input
+	// after input (its GEMM sums each in the gemv's order), each panel
+	// staying in cache for all of them; Q4_0's GEMM is its repacked order.
+	if n >= gemmMin && gemmTile != nil && pk.Type == quant.Q4_0 {
 		p.gemmPanels(gemmFor[pk.Type], pk.Rows, pk.Cols, xs, y, pk)
 		return
 	}
@@ -231,7 +236,9 @@ func (t *packedTask) run(lo, hi int) {
 			y := t.y[i*t.pk.Rows+pi*panelRows:][:panelRows]
 			off := t.off[i*nb*per : (i+1)*nb*per]
 			if t.pk.Type == quant.Q4_K {
-				gemvPackedK(w, nb, &t.x[i], off, y)
+				// llama.cpp takes the inputs of a batch four at a time
+				// through its GEMM, the rest through its gemv.
+				gemvPackedK(w, nb, &t.x[i], off, y, i < len(t.x)-len(t.x)%4)
 			} else {
 				gemvPacked(w, nb, &t.x[i], off, y)
 			}
@@ -240,13 +247,17 @@ func (t *packedTask) run(lo, hi int) {
 }
 
 // gemvPackedKGo is gemvPackedK's arithmetic in Go, for tests: x's Q8_K
-// activations, bsum their sums per 32.
-func gemvPackedKGo(w []byte, nb int, x *xrow, bsum []int32, y []float32) {
-	var acc [panelRows]float32
+// activations, bsum their sums per 32; with pairs, the float sums are taken
+// every pair of sub-blocks (llama.cpp's GEMM order) instead of every
+// super-block (its gemv's).
+func gemvPackedKGo(w []byte, nb int, x *xrow, bsum []int32, y []float32, pairs bool) {
+	var acc, accMin [panelRows]float32
 	for b := range nb {
 		blk := w[b*packedBlockK:]
 		q := x.q[256*b:]
 		for r := range panelRows {
+			d := half(blk[2*r:]) * x.d[b]
+			dmin := half(blk[pkDmin+2*r:]) * x.d[b]
 			var isum, imin int32
 			for pr := range 4 {
 				var ie, io int32
@@ -258,18 +269,24 @@ func gemvPackedKGo(w []byte, nb int, x *xrow, bsum []int32, y []float32) {
 						io += (byt >> 4) * int32(q[64*pr+32+4*c+i])
 					}
 				}
-				isum += ie * int32(blk[pkScales+16*(2*pr)+r])
-				isum += io * int32(blk[pkScales+16*(2*pr+1)+r])
-				imin += int32(blk[pkMins+16*(2*pr)+r]) * bsum[8*b+2*pr]
-				imin += int32(blk[pkMins+16*(2*pr+1)+r]) * bsum[8*b+2*pr+1]
+				ps := ie*int32(blk[pkScales+16*(2*pr)+r]) + io*int32(blk[pkScales+16*(2*pr+1)+r])
+				pm := int32(blk[pkMins+16*(2*pr)+r])*bsum[8*b+2*pr] + int32(blk[pkMins+16*(2*pr+1)+r])*bsum[8*b+2*pr+1]
+				if pairs {
+					acc[r] = fma32(float32(ps), d, acc[r])
+					accMin[r] = fma32(float32(pm), dmin, accMin[r])
+				}
+				isum += ps
+				imin += pm
 			}
-			d := half(blk[2*r:]) * x.d[b]
-			dmin := half(blk[pkDmin+2*r:]) * x.d[b]
-			acc[r] = fma32(float32(isum), d, acc[r])
-			acc[r] = fma32(-float32(imin), dmin, acc[r])
+			if !pairs {
+				acc[r] = fma32(float32(isum), d, acc[r])
+				accMin[r] = fma32(float32(imin), dmin, accMin[r])
+			}
 		}
 	}
-	copy(y, acc[:])
+	for r := range y[:panelRows] {
+		y[r] = acc[r] - accMin[r]
+	}
 }
 
 // gemvPackedGo is gemvPacked's arithmetic in Go, for tests.

@@ -38,8 +38,15 @@ func packQ4_0(w []byte, stride, nb int, dst []byte) {
 //go:noescape
 func gemvQ4_KPacked(w *byte, nb int, xq *int8, bsum *int32, xd *float32, y *float32)
 
-func gemvPackedK(w []byte, nb int, x *xrow, bsum []int32, y []float32) {
+//go:noescape
+func gemvQ4_KPackedPairs(w *byte, nb int, xq *int8, bsum *int32, xd *float32, y *float32)
+
+func gemvPackedK(w []byte, nb int, x *xrow, bsum []int32, y []float32, pairs bool) {
 	_, _, _ = w[nb*packedBlockK-1], x.q[nb*256-1], x.d[nb-1]
 	_, _ = bsum[nb*8-1], y[panelRows-1]
+	if pairs {
+		gemvQ4_KPackedPairs(&w[0], nb, &x.q[0], &bsum[0], &x.d[0], &y[0])
+		return
+	}
 	gemvQ4_KPacked(&w[0], nb, &x.q[0], &bsum[0], &x.d[0], &y[0])
 }

@@ -138,8 +138,9 @@ unp:
 
 // func gemvQ4_KPacked(w *byte, nb int, xq *int8, bsum *int32, xd *float32, y *float32)
 //
-// y[r] = Σ_b d_r·xd_b·Σ_s sc·(Σ q·x) − dmin_r·xd_b·Σ_s m·(Σ x), r < 16, the
-// integer parts exact, gemvPackedKGo's order.
+// y[r] = Σ_b d_r·xd_b·Σ_s sc·(Σ q·x) − Σ_b dmin_r·xd_b·Σ_s m·(Σ x), r < 16:
+// the integer parts exact, the two float sums kept apart and subtracted at
+// the end, as llama.cpp's ggml_gemv_q4_K_8x8_q8_K does (gemvPackedKGo).
 TEXT ·gemvQ4_KPacked(SB), NOSPLIT, $0-48
 	MOVQ w+0(FP), SI
 	MOVQ nb+8(FP), CX
@@ -149,6 +150,7 @@ TEXT ·gemvQ4_KPacked(SB), NOSPLIT, $0-48
 	MOVQ y+40(FP), R10
 	VPBROADCASTD packedNib<>(SB), Z30
 	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
 kblock:
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
@@ -163,13 +165,79 @@ kblock:
 	VCVTPH2PS     32(SI), Z15
 	VMULPS.BCST   (R9), Z15, Z15
 	VFMADD231PS   Z14, Z8, Z0
-	VFNMADD231PS  Z15, Z9, Z0
+	VFMADD231PS   Z15, Z9, Z1
 	ADDQ $2368, SI
 	ADDQ $256, DI
 	ADDQ $32, R8
 	ADDQ $4, R9
 	DECQ CX
 	JNZ  kblock
+	VSUBPS  Z1, Z0, Z0
+	VMOVUPS Z0, (R10)
+	VZEROUPPER
+	RET
+
+// KPAIRF is KPAIR for gemvQ4_KPackedPairs: the pair's integer sums go
+// straight into the float sums, Z0 += float(sc·Σ)·Z14 and Z1 +=
+// float(m·Σx)·Z15.
+#define KPAIRF(p) \
+	VPXORD        Z10, Z10, Z10 \
+	VPXORD        Z11, Z11, Z11 \
+	KCHUNK(p, 0) \
+	KCHUNK(p, 1) \
+	KCHUNK(p, 2) \
+	KCHUNK(p, 3) \
+	KCHUNK(p, 4) \
+	KCHUNK(p, 5) \
+	KCHUNK(p, 6) \
+	KCHUNK(p, 7) \
+	VPMOVZXBD     (64+32*(p))(SI), Z12 \
+	VPMULLD       Z12, Z10, Z10 \
+	VPMOVZXBD     (80+32*(p))(SI), Z13 \
+	VPMULLD       Z13, Z11, Z11 \
+	VPADDD        Z11, Z10, Z8 \
+	VPMOVZXBD     (192+32*(p))(SI), Z12 \
+	VPMULLD.BCST  (8*(p))(R8), Z12, Z12 \
+	VPMOVZXBD     (208+32*(p))(SI), Z13 \
+	VPMULLD.BCST  (8*(p)+4)(R8), Z13, Z13 \
+	VPADDD        Z13, Z12, Z9 \
+	VCVTDQ2PS     Z8, Z8 \
+	VCVTDQ2PS     Z9, Z9 \
+	VFMADD231PS   Z14, Z8, Z0 \
+	VFMADD231PS   Z15, Z9, Z1
+
+// func gemvQ4_KPackedPairs(w *byte, nb int, xq *int8, bsum *int32, xd *float32, y *float32)
+//
+// gemvQ4_KPacked with the float sums taken every 64 columns (a pair of
+// sub-blocks) instead of every super-block: llama.cpp's repacked Q4_K GEMM
+// (ggml_gemm_q4_K_8x8_q8_K), which it runs on each group of four inputs of
+// a batch, leaving the rest to the gemv.
+TEXT ·gemvQ4_KPackedPairs(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ xq+16(FP), DI
+	MOVQ bsum+24(FP), R8
+	MOVQ xd+32(FP), R9
+	MOVQ y+40(FP), R10
+	VPBROADCASTD packedNib<>(SB), Z30
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+pblock:
+	VCVTPH2PS     (SI), Z14
+	VMULPS.BCST   (R9), Z14, Z14
+	VCVTPH2PS     32(SI), Z15
+	VMULPS.BCST   (R9), Z15, Z15
+	KPAIRF(0)
+	KPAIRF(1)
+	KPAIRF(2)
+	KPAIRF(3)
+	ADDQ $2368, SI
+	ADDQ $256, DI
+	ADDQ $32, R8
+	ADDQ $4, R9
+	DECQ CX
+	JNZ  pblock
+	VSUBPS  Z1, Z0, Z0
 	VMOVUPS Z0, (R10)
 	VZEROUPPER
 	RET

@@ -15,6 +15,6 @@ func unpackPacked(w []byte, nb int, p *panel) {
 
 func packQ4_0(w []byte, stride, nb int, dst []byte) { packQ4_0Go(w, stride, nb, dst) }
 
-func gemvPackedK(w []byte, nb int, x *xrow, bsum []int32, y []float32) {
-	gemvPackedKGo(w, nb, x, bsum, y)
+func gemvPackedK(w []byte, nb int, x *xrow, bsum []int32, y []float32, pairs bool) {
+	gemvPackedKGo(w, nb, x, bsum, y, pairs)
 }
