@@ -19,7 +19,8 @@ var ErrFault = errors.New("memory fault in a kernel")
 // so it serves one caller at a time.
 type Pool struct {
 	threads int
-	wake    []chan struct{} // one per worker goroutine
+	wake    []chan struct{} // one per worker goroutine (without futexes)
+	fx      *futexes        // where the OS has them: one broadcast wake-up
 	done    chan struct{}   // the last worker to finish a job sends here
 	closing sync.Once
 
@@ -58,6 +59,12 @@ const MaxThreads = 1024
 func NewPool(threads int) *Pool {
 	threads = min(max(threads, 1), MaxThreads)
 	p := &Pool{threads: threads, done: make(chan struct{}, 1)}
+	if p.fx = newFutexes(threads - 1); p.fx != nil {
+		for range threads - 1 {
+			go p.workFutex()
+		}
+		return p
+	}
 	p.wake = make([]chan struct{}, threads-1)
 	for i := range p.wake {
 		p.wake[i] = make(chan struct{}, 1)
@@ -72,6 +79,10 @@ func (p *Pool) Threads() int { return p.threads }
 // Close stops the workers. The pool must not be used afterwards.
 func (p *Pool) Close() {
 	p.closing.Do(func() {
+		if p.fx != nil {
+			p.fx.close()
+			return
+		}
 		for _, c := range p.wake {
 			close(c)
 		}
@@ -95,13 +106,17 @@ func (p *Pool) runTask(t task, n, align int) {
 	// About four chunks per thread balances load without much claiming.
 	chunk := (n + 4*p.threads - 1) / (4 * p.threads)
 	chunk = (chunk + align - 1) / align * align
-	workers := min(len(p.wake), (n+chunk-1)/chunk-1)
+	workers := min(p.threads-1, (n+chunk-1)/chunk-1)
 	// A fault reading a mapped weight panics instead of killing the
 	// process, on this goroutine as on the workers (set in work), and the
 	// chunk records it for Fault.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	if workers <= 0 {
 		p.chunkRun(t, 0, n)
+		return
+	}
+	if p.fx != nil {
+		p.fx.run(p, t, n, chunk, workers)
 		return
 	}
 	p.job, p.n, p.chunk = t, n, chunk

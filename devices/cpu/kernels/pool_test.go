@@ -61,3 +61,27 @@ func BenchmarkPoolRun(b *testing.B) {
 		p.Run(64, fn)
 	}
 }
+
+// TestPoolBothWakeUps runs TestPoolRun's check on pools with and without
+// futexes (where the OS has them), with jobs of every chunk count, many in a
+// row so that late workers meet refilled job slots.
+func TestPoolBothWakeUps(t *testing.T) {
+	for _, threads := range []int{2, 4, 9} {
+		p := NewPool(threads)
+		for round := range 2000 {
+			n := round%97 + 1
+			hits := make([]atomic.Int32, n)
+			p.Run(n, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					hits[i].Add(1)
+				}
+			})
+			for i := range hits {
+				if h := hits[i].Load(); h != 1 {
+					t.Fatalf("threads=%d round %d: index %d of %d ran %d times", threads, round, i, n, h)
+				}
+			}
+		}
+		p.Close()
+	}
+}
