@@ -99,8 +99,8 @@ func Pack(p *Pool, t quant.Type, w []byte, rows, cols int) *Packed {
 	return pk
 }
 
-// packQ4_K repacks one panel of 16 Q4_K rows, stride bytes apart, into dst.
-func packQ4_K(w []byte, stride, nb int, dst []byte) {
+// packQ4_KGo repacks one panel of 16 Q4_K rows, stride bytes apart, into dst.
+func packQ4_KGo(w []byte, stride, nb int, dst []byte) {
 	for r := range panelRows {
 		row := w[r*stride:][:stride]
 		for b := range nb {
@@ -127,6 +127,21 @@ func packQ4_0Go(w []byte, stride, nb int, dst []byte) {
 			dst[o+2*r], dst[o+2*r+1] = blk[0], blk[1]
 			for c := range 4 {
 				copy(dst[o+32+64*c+4*r:][:4], blk[2+4*c:6+4*c])
+			}
+		}
+	}
+}
+
+// packScalesQ4_K writes only the unpacked sub-block scales and mins of a
+// Q4_K panel (the assembly packer does the rest).
+func packScalesQ4_K(w []byte, stride, nb int, dst []byte) {
+	for r := range panelRows {
+		row := w[r*stride:][:stride]
+		for b := range nb {
+			blk, o := row[144*b+4:144*b+16], b*packedBlockK
+			for s := range 8 {
+				sc, m := quant.ScaleMinK4(s, blk)
+				dst[o+pkScales+16*s+r], dst[o+pkMins+16*s+r] = sc, m
 			}
 		}
 	}

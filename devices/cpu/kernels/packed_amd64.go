@@ -50,3 +50,18 @@ func gemvPackedK(w []byte, nb int, x *xrow, bsum []int32, y []float32, pairs boo
 	}
 	gemvQ4_KPacked(&w[0], nb, &x.q[0], &bsum[0], &x.d[0], &y[0])
 }
+
+//go:noescape
+func packQ4_KAsm(w *byte, stride, nb int, dst *byte)
+
+// packQ4_K repacks one Q4_K panel: d, dmin and nibbles by gathers where the
+// row offsets fit them, the 6-bit scales and mins in Go.
+func packQ4_K(w []byte, stride, nb int, dst []byte) {
+	if !gatherable(w, stride, panelRows) {
+		packQ4_KGo(w, stride, nb, dst)
+		return
+	}
+	_ = dst[nb*packedBlockK-1]
+	packQ4_KAsm(&w[0], stride, nb, &dst[0])
+	packScalesQ4_K(w, stride, nb, dst)
+}

@@ -18,3 +18,5 @@ func packQ4_0(w []byte, stride, nb int, dst []byte) { packQ4_0Go(w, stride, nb, 
 func gemvPackedK(w []byte, nb int, x *xrow, bsum []int32, y []float32, pairs bool) {
 	gemvPackedKGo(w, nb, x, bsum, y, pairs)
 }
+
+func packQ4_K(w []byte, stride, nb int, dst []byte) { packQ4_KGo(w, stride, nb, dst) }

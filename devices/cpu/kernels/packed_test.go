@@ -106,43 +106,61 @@ func testPacked(t *testing.T, p *Pool, typ quant.Type, sh shape, n int) {
 	}
 }
 
-// BenchmarkPackedCold is BenchmarkMatVecCold's Q4_0 case on the packed
-// layout: weights from DRAM, two threads.
+// BenchmarkPackedCold is BenchmarkMatVecCold's Q4_0 and Q4_K cases on the
+// packed layout: weights from DRAM, two threads.
 func BenchmarkPackedCold(b *testing.B) {
 	p := NewPool(2)
 	defer p.Close()
 	sh := shape{5632, 2048}
-	one := benchWeights(quant.Q4_0, sh.rows, sh.cols)
-	var ws []*Packed
-	for range max(2, (256<<20)/len(one)) {
-		pk := Pack(p, quant.Q4_0, one, sh.rows, sh.cols)
-		if pk == nil {
-			b.Skip("no packed kernels on this CPU")
-		}
-		ws = append(ws, pk)
-	}
-	x := randomInput(rand.New(rand.NewPCG(7, 8)), sh.cols)
-	y := make([]float32, sh.rows)
-	b.SetBytes(int64(len(one)))
-	i := 0
-	for b.Loop() {
-		ws[i].MatMul(p, x, 1, y)
-		i = (i + 1) % len(ws)
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q4_K} {
+		b.Run(typ.String(), func(b *testing.B) {
+			one := benchWeights(typ, sh.rows, sh.cols)
+			var ws []*Packed
+			for range max(2, (256<<20)/len(one)) {
+				pk := Pack(p, typ, one, sh.rows, sh.cols)
+				if pk == nil {
+					b.Skip("no packed kernels on this CPU")
+				}
+				ws = append(ws, pk)
+			}
+			defer func() {
+				for _, pk := range ws {
+					pk.Free()
+				}
+			}()
+			x := randomInput(rand.New(rand.NewPCG(7, 8)), sh.cols)
+			y := make([]float32, sh.rows)
+			b.SetBytes(int64(len(one)))
+			i := 0
+			for b.Loop() {
+				ws[i].MatMul(p, x, 1, y)
+				i = (i + 1) % len(ws)
+			}
+		})
 	}
 }
 
-// TestPackQ4_0 checks the gathering packer against the Go one.
-func TestPackQ4_0(t *testing.T) {
+// TestPackGather checks the gathering packers against the Go ones.
+func TestPackGather(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	const cols = 512
-	w := randomWeights(t, rng, quant.Q4_0, panelRows, cols)
-	nb := cols / 32
-	a, b := make([]byte, nb*packedBlock), make([]byte, nb*packedBlock)
-	packQ4_0(w, len(w)/panelRows, nb, a)
-	packQ4_0Go(w, len(w)/panelRows, nb, b)
-	for i := range a {
-		if a[i] != b[i] {
-			t.Fatalf("byte %d: %#x, Go %#x", i, a[i], b[i])
+	for _, c := range []struct {
+		typ          quant.Type
+		bc, bb       int
+		fast, goPack func([]byte, int, int, []byte)
+	}{
+		{quant.Q4_0, 32, packedBlock, packQ4_0, packQ4_0Go},
+		{quant.Q4_K, 256, packedBlockK, packQ4_K, packQ4_KGo},
+	} {
+		w := randomWeights(t, rng, c.typ, panelRows, cols)
+		nb := cols / c.bc
+		a, b := make([]byte, nb*c.bb), make([]byte, nb*c.bb)
+		c.fast(w, len(w)/panelRows, nb, a)
+		c.goPack(w, len(w)/panelRows, nb, b)
+		for i := range a {
+			if a[i] != b[i] {
+				t.Fatalf("%s byte %d: %#x, Go %#x", c.typ, i, a[i], b[i])
+			}
 		}
 	}
 }

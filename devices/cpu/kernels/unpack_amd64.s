@@ -228,3 +228,61 @@ pq40:
 	JNZ  pq40
 	VZEROUPPER
 	RET
+
+// K4COPY gathers chunk c of a Q4_K super-block: the rows' qs bytes 4c..4c+3.
+#define K4COPY(c) COPY4(16+4*(c), 320+64*(c))
+
+// func packQ4_KAsm(w *byte, stride, nb int, dst *byte)
+// Repacks 16 Q4_K rows' d, dmin and nibbles into packed.go's layout; the
+// scales and mins (6-bit fields) are left to Go.
+TEXT ·packQ4_KAsm(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), AX
+	MOVQ nb+16(FP), CX
+	MOVQ dst+24(FP), DI
+	ROWOFFS
+pq4k:
+	GATHER(0, SI, Z0)
+	VPMOVDW   Z0, Y1
+	VMOVDQU   Y1, (DI)
+	VPSRLD    $16, Z0, Z0
+	VPMOVDW   Z0, Y1
+	VMOVDQU   Y1, 32(DI)
+	K4COPY(0)
+	K4COPY(1)
+	K4COPY(2)
+	K4COPY(3)
+	K4COPY(4)
+	K4COPY(5)
+	K4COPY(6)
+	K4COPY(7)
+	K4COPY(8)
+	K4COPY(9)
+	K4COPY(10)
+	K4COPY(11)
+	K4COPY(12)
+	K4COPY(13)
+	K4COPY(14)
+	K4COPY(15)
+	K4COPY(16)
+	K4COPY(17)
+	K4COPY(18)
+	K4COPY(19)
+	K4COPY(20)
+	K4COPY(21)
+	K4COPY(22)
+	K4COPY(23)
+	K4COPY(24)
+	K4COPY(25)
+	K4COPY(26)
+	K4COPY(27)
+	K4COPY(28)
+	K4COPY(29)
+	K4COPY(30)
+	K4COPY(31)
+	ADDQ $144, SI
+	ADDQ $2368, DI
+	DECQ CX
+	JNZ  pq4k
+	VZEROUPPER
+	RET
