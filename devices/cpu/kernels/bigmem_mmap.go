@@ -13,7 +13,7 @@ func allocBig(n int) ([]byte, func()) {
 	if n == 0 {
 		return nil, func() {}
 	}
-	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|mapPopulate)
 	if err != nil {
 		b := make([]byte, n) // the heap still works, at the cost above
 		return b, func() {}
