@@ -202,9 +202,9 @@ func rope(x []float32, rows int, p ops.RopeParams, pos int) {
 // than within an ulp (an ulp here can flip a later rounding to f16 or to
 // 8-bit blocks).
 func siluMul(g, u, out []float32) {
-	lanes, vexp := 8, vexpf256
+	lanes, vexp := 8, kernels.VExpF256
 	if kernels.HasAVX512() {
-		lanes, vexp = 16, vexpf512
+		lanes, vexp = 16, kernels.VExpF512
 	}
 	n := len(g) - len(g)%lanes
 	// The assembly, where there is one, does the same to the bit.
@@ -221,55 +221,6 @@ func siluMul(g, u, out []float32) {
 // fma32 is a float32 fused multiply-add.
 func fma32(a, b, c float32) float32 {
 	return float32(math.FMA(float64(a), float64(b), float64(c)))
-}
-
-// The llama.cpp we match is the one built natively for this CPU: its AVX-512
-// and AVX2 builds approximate expf differently (HasAVX512 picks; 16 or 8
-// lanes).
-
-// vexpf512 is ggml_v_expf of the AVX-512 build, one lane.
-func vexpf512(x float32) float32 {
-	const r = 0x1.8p23
-	z := fma32(x, 0x1.715476p+0, r)
-	n := z - r
-	b := fma32(-n, 0x1.7f7d1cp-20, fma32(-n, 0x1.62e4p-1, x))
-	u := b * b
-	j := fma32(fma32(fma32(0x1.0e4020p-7, b, 0x1.573e2ep-5), u, fma32(0x1.555e66p-3, b, 0x1.fffdb6p-2)), u, fma32(0x1.ffffecp-1, b, 1))
-	if abs32(n) > 192 {
-		if n <= 0 {
-			return 0
-		}
-		return float32(math.Inf(1))
-	}
-	return float32(math.Ldexp(float64(j), int(n)))
-}
-
-// vexpf256 is ggml_v_expf of the AVX2 build, one lane: Arm's
-// optimized-routines expf (max error 1.45 ulp), with its special cases for
-// |n| > 126.
-func vexpf256(x float32) float32 {
-	const r = 0x1.8p23
-	z := fma32(x, 0x1.715476p+0, r)
-	n := z - r
-	b := fma32(-n, 0x1.7f7d1cp-20, fma32(-n, 0x1.62e4p-1, x))
-	e := math.Float32bits(z) << 23
-	k := math.Float32frombits(e + math.Float32bits(1))
-	u := b * b
-	j := fma32(fma32(fma32(0x1.0e4020p-7, b, 0x1.573e2ep-5), u, fma32(0x1.555e66p-3, b, 0x1.fffdb6p-2)), u, 0x1.ffffecp-1*b)
-	an := abs32(n)
-	if !(an > 126) {
-		return fma32(j, k, k)
-	}
-	var g uint32
-	if n <= 0 {
-		g = 0x82000000
-	}
-	s1 := math.Float32frombits(g + 0x7f000000)
-	s2 := math.Float32frombits(e - g)
-	if an > 192 {
-		return s1 * s1
-	}
-	return fma32(s2, j, s2) * s1
 }
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }

@@ -124,7 +124,7 @@ func attnSoftMaxGo(p []float32, m float32, wide bool) float64 {
 		var l [16]float32
 		for i := 0; i+16 <= len(p); i += 16 {
 			for k := range l {
-				l[k] = vexpf512(p[i+k] - m)
+				l[k] = VExpF512(p[i+k] - m)
 				p[i+k] = l[k]
 			}
 			sum += float64(reduce16(&l))
@@ -134,7 +134,7 @@ func attnSoftMaxGo(p []float32, m float32, wide bool) float64 {
 	for i := 0; i+8 <= len(p); i += 8 {
 		var l [8]float32
 		for k := range l {
-			l[k] = vexpf256(p[i+k] - m)
+			l[k] = VExpF256(p[i+k] - m)
 			p[i+k] = l[k]
 		}
 		a := [4]float32{l[4] + l[0], l[5] + l[1], l[6] + l[2], l[7] + l[3]}
@@ -143,9 +143,14 @@ func attnSoftMaxGo(p []float32, m float32, wide bool) float64 {
 	return sum
 }
 
-// vexpf512 is ggml_v_expf of the AVX-512 build, one lane (the same function
-// as package cpu's, which its tests check against llama.cpp's silu).
-func vexpf512(x float32) float32 {
+// The llama.cpp we match is the one built natively for this CPU: its AVX-512
+// and AVX2 builds approximate expf differently (HasAVX512 picks; 16 or 8
+// lanes). These per-lane Go emulations of ggml_v_expf are the reference the
+// assembly (softmax, SiLU) is checked against, bit for bit, and what package
+// cpu uses where there is no assembly.
+
+// VExpF512 is ggml_v_expf of the AVX-512 build, one lane.
+func VExpF512(x float32) float32 {
 	const r = 0x1.8p23
 	z := fma32(x, 0x1.715476p+0, r)
 	n := z - r
@@ -161,9 +166,9 @@ func vexpf512(x float32) float32 {
 	return float32(math.Ldexp(float64(j), int(n)))
 }
 
-// vexpf256 is ggml_v_expf of the AVX2 build, one lane: Arm's
+// VExpF256 is ggml_v_expf of the AVX2 build, one lane: Arm's
 // optimized-routines expf, with its special cases for |n| > 126.
-func vexpf256(x float32) float32 {
+func VExpF256(x float32) float32 {
 	const r = 0x1.8p23
 	z := fma32(x, 0x1.715476p+0, r)
 	n := z - r

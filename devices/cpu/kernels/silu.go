@@ -9,8 +9,8 @@ package kernels
 // u and out must be at least as long as the part done.
 //
 // The assembly (silu_amd64.s) does ggml's instruction sequence, so its
-// results are those of devices/cpu's per-lane Go emulations (vexpf512,
-// vexpf256) to the bit (TestSiluMul512BitIdentical,
+// results are those of the per-lane Go emulations (VExpF512,
+// VExpF256, attn.go) to the bit (TestSiluMul512BitIdentical,
 // TestSiluMul256BitIdentical).
 func SiluMul(g, u, out []float32) int {
 	f, lanes := siluMul256Impl, 8

@@ -6,50 +6,6 @@ import (
 	"testing"
 )
 
-// vexpf512Ref and vexpf256Ref are devices/cpu's vexpf512 and vexpf256
-// (run.go), the per-lane Go emulations of ggml_v_expf of llama.cpp's
-// AVX-512 and AVX2 builds, copied here as the reference for the assembly.
-func vexpf512Ref(x float32) float32 {
-	const r = 0x1.8p23
-	z := fma32(x, 0x1.715476p+0, r)
-	n := z - r
-	b := fma32(-n, 0x1.7f7d1cp-20, fma32(-n, 0x1.62e4p-1, x))
-	u := b * b
-	j := fma32(fma32(fma32(0x1.0e4020p-7, b, 0x1.573e2ep-5), u, fma32(0x1.555e66p-3, b, 0x1.fffdb6p-2)), u, fma32(0x1.ffffecp-1, b, 1))
-	if abs32(n) > 192 {
-		if n <= 0 {
-			return 0
-		}
-		return float32(math.Inf(1))
-	}
-	return float32(math.Ldexp(float64(j), int(n)))
-}
-
-func vexpf256Ref(x float32) float32 {
-	const r = 0x1.8p23
-	z := fma32(x, 0x1.715476p+0, r)
-	n := z - r
-	b := fma32(-n, 0x1.7f7d1cp-20, fma32(-n, 0x1.62e4p-1, x))
-	e := math.Float32bits(z) << 23
-	k := math.Float32frombits(e + math.Float32bits(1))
-	u := b * b
-	j := fma32(fma32(fma32(0x1.0e4020p-7, b, 0x1.573e2ep-5), u, fma32(0x1.555e66p-3, b, 0x1.fffdb6p-2)), u, 0x1.ffffecp-1*b)
-	an := abs32(n)
-	if !(an > 126) {
-		return fma32(j, k, k)
-	}
-	var g uint32
-	if n <= 0 {
-		g = 0x82000000
-	}
-	s1 := math.Float32frombits(g + 0x7f000000)
-	s2 := math.Float32frombits(e - g)
-	if an > 192 {
-		return s1 * s1
-	}
-	return fma32(s2, j, s2) * s1
-}
-
 // siluMulRef is devices/cpu's siluMul on whole vectors: the reference.
 func siluMulRef(g, u, out []float32, vexp func(float32) float32) {
 	for i, x := range g {
@@ -137,17 +93,17 @@ func testSiluMul(t *testing.T, f func(g, u, out []float32), vexp func(float32) f
 
 // TestSiluMul512BitIdentical checks the AVX-512 build's silu·u against the
 // per-lane Go emulation.
-func TestSiluMul512BitIdentical(t *testing.T) { testSiluMul(t, siluMul512Impl, vexpf512Ref) }
+func TestSiluMul512BitIdentical(t *testing.T) { testSiluMul(t, siluMul512Impl, VExpF512) }
 
 // TestSiluMul256BitIdentical checks the AVX2 build's silu·u likewise.
-func TestSiluMul256BitIdentical(t *testing.T) { testSiluMul(t, siluMul256Impl, vexpf256Ref) }
+func TestSiluMul256BitIdentical(t *testing.T) { testSiluMul(t, siluMul256Impl, VExpF256) }
 
 // TestSiluMulCount checks that SiluMul does the whole vectors of the build
 // HasAVX512 picks, and those right.
 func TestSiluMulCount(t *testing.T) {
-	lanes, vexp, f := 8, vexpf256Ref, siluMul256Impl
+	lanes, vexp, f := 8, VExpF256, siluMul256Impl
 	if HasAVX512() {
-		lanes, vexp, f = 16, vexpf512Ref, siluMul512Impl
+		lanes, vexp, f = 16, VExpF512, siluMul512Impl
 	}
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, n := range []int{0, 1, 7, 8, 15, 16, 17, 31, 100, 5632} {
@@ -186,8 +142,8 @@ func BenchmarkSiluMul(b *testing.B) {
 		name string
 		f    func(g, u, out []float32)
 	}{
-		{"Go512", func(g, u, out []float32) { siluMulRef(g, u, out, vexpf512Ref) }},
-		{"Go256", func(g, u, out []float32) { siluMulRef(g, u, out, vexpf256Ref) }},
+		{"Go512", func(g, u, out []float32) { siluMulRef(g, u, out, VExpF512) }},
+		{"Go256", func(g, u, out []float32) { siluMulRef(g, u, out, VExpF256) }},
 		{"Asm512", siluMul512Impl},
 		{"Asm256", siluMul256Impl},
 	} {
