@@ -143,6 +143,7 @@ type scratch struct {
 
 	tiles  []inTile
 	off    []int32
+	ktiles []kTile
 	pt     packedTask
 	fm     fileMatrix
 	ft     fillTask

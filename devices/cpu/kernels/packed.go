@@ -189,9 +189,50 @@ func (pk *Packed) MatMul(p *Pool, x []float32, n int, y []float32) {
 			off[b] = 8 * sum
 		}
 	}
-	s.pt = packedTask{pk: pk, x: xs, off: s.off, y: y}
+	// Q4_K inputs in groups of four (llama.cpp's GEMM order) go through the
+	// four-input kernel, laid out for it once here.
+	var tiles []kTile
+	if pk.Type == quant.Q4_K && n >= 4 {
+		if cap(s.ktiles) < n/4 {
+			s.ktiles = make([]kTile, n/4)
+		}
+		tiles = s.ktiles[:n/4]
+		for j := range tiles {
+			tiles[j].fill(xs[4*j:4*j+4], s.off[4*j*nb*per:], nb)
+		}
+	}
+	s.pt = packedTask{pk: pk, x: xs, off: s.off, y: y, k4: tiles}
 	p.runTask(&s.pt, pk.Rows/panelRows, 1)
 	s.pt = packedTask{}
+}
+
+// kTile is four inputs laid out for gemmPackedK4: per super-block the 64
+// groups of 4 columns, each the four inputs' 4 bytes; the four inputs' sums
+// per sub-block of 32; their scales.
+type kTile struct {
+	q    []byte
+	bsum []int32
+	d    []float32
+}
+
+// fill lays out x (4 inputs) with their sums per 32 in bsum (nb·8 each,
+// one input after another).
+func (k *kTile) fill(x []xrow, bsum []int32, nb int) {
+	k.q = grow(k.q, nb*1024)
+	k.bsum = grow(k.bsum, nb*32)
+	k.d = grow(k.d, nb*4)
+	for t := range 4 {
+		q := int8Bytes(x[t].q)
+		for G := range nb * 64 {
+			put32(k.q, G*16+4*t, get32(q, 4*G))
+		}
+		for j := range nb * 8 {
+			k.bsum[j*4+t] = bsum[t*nb*8+j]
+		}
+		for b := range nb {
+			k.d[b*4+t] = x[t].d[b]
+		}
+	}
 }
 
 // unpackPanel writes panel pi into the GEMM's panel layout.
@@ -239,6 +280,7 @@ type packedTask struct {
 	x   []xrow
 	off []int32
 	y   []float32
+	k4  []kTile // Q4_K: the first len(k4)·4 inputs, four at a time
 }
 
 func (t *packedTask) run(lo, hi int) {
@@ -247,7 +289,14 @@ func (t *packedTask) run(lo, hi int) {
 	per := bc / 32
 	for pi := lo; pi < hi; pi++ {
 		w := t.pk.data[pi*nb*bb : (pi+1)*nb*bb]
-		for i := range t.x {
+		var out [4 * panelRows]float32
+		for j := range t.k4 {
+			gemmPackedK4(w, nb, &t.k4[j], &out)
+			for u := range 4 {
+				copy(t.y[(4*j+u)*t.pk.Rows+pi*panelRows:][:panelRows], out[u*panelRows:])
+			}
+		}
+		for i := 4 * len(t.k4); i < len(t.x); i++ {
 			y := t.y[i*t.pk.Rows+pi*panelRows:][:panelRows]
 			off := t.off[i*nb*per : (i+1)*nb*per]
 			if t.pk.Type == quant.Q4_K {

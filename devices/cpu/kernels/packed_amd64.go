@@ -65,3 +65,12 @@ func packQ4_K(w []byte, stride, nb int, dst []byte) {
 	packQ4_KAsm(&w[0], stride, nb, &dst[0])
 	packScalesQ4_K(w, stride, nb, dst)
 }
+
+//go:noescape
+func gemmQ4_KPacked4(w *byte, nb int, aq *byte, bsum *int32, xd *float32, y *float32)
+
+// gemmPackedK4 multiplies a packed Q4_K panel by the 4 inputs of tile a.
+func gemmPackedK4(w []byte, nb int, a *kTile, y *[4 * panelRows]float32) {
+	_, _, _, _ = w[nb*packedBlockK-1], a.q[nb*1024-1], a.bsum[nb*32-1], a.d[nb*4-1]
+	gemmQ4_KPacked4(&w[0], nb, &a.q[0], &a.bsum[0], &a.d[0], &y[0])
+}

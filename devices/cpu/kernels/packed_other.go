@@ -20,3 +20,7 @@ func gemvPackedK(w []byte, nb int, x *xrow, bsum []int32, y []float32, pairs boo
 }
 
 func packQ4_K(w []byte, stride, nb int, dst []byte) { packQ4_KGo(w, stride, nb, dst) }
+
+func gemmPackedK4(w []byte, nb int, a *kTile, y *[4 * panelRows]float32) {
+	panic("kernels: no packed weights without the assembly kernels")
+}
