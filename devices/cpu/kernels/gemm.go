@@ -51,6 +51,8 @@ type gemmSpec struct {
 	// kquant: the activations are Q8_K (one scale per 256, sums per 16);
 	// the others' are Q8_0 or Q8_1 (scale and scaled sum per 32).
 	kquant bool
+	// lanes: multiplied by gemmLanes, in vec_dot's order (Q8_0).
+	lanes bool
 }
 
 var gemmFor = map[quant.Type]*gemmSpec{
@@ -58,7 +60,7 @@ var gemmFor = map[quant.Type]*gemmSpec{
 	quant.Q4_1: {sub: 32, c: 0, unpack: unpackQ4_1},
 	quant.Q5_0: {sub: 32, c: 16, unpack: unpackQ5_0},
 	quant.Q5_1: {sub: 32, c: 0, unpack: unpackQ5_1},
-	quant.Q8_0: {sub: 32, c: 128, unpack: unpackQ8_0},
+	quant.Q8_0: {sub: 32, c: 128, unpack: unpackQ8_0, lanes: true},
 	quant.Q4_K: {sub: 32, c: 0, unpack: unpackQ4_K, kquant: true},
 	quant.Q5_K: {sub: 32, c: 0, unpack: unpackQ5_K, kquant: true},
 	quant.Q6_K: {sub: 16, c: 32, unpack: unpackQ6_K, kquant: true},
@@ -66,17 +68,47 @@ var gemmFor = map[quant.Type]*gemmSpec{
 
 // gemmOrderIsLlamaCpps names the types whose GEMM sums in the order
 // llama.cpp's CPU backend uses for a batch on this kind of CPU: Q4_0, which
-// it repacks (Q4_0_8x8) and multiplies per block as here. The others it
-// multiplies row by row in its vec_dot order (Q8_0 through tinyBLAS, in the
-// same lanes), or repacked in another order (Q4_K, see packed.go), so for
-// them the GEMM gives other roundings: within the rule of
-// ../shared/models/README.md on first-step logits (about 1e-2 on random
-// synthetic models), but on synthetic TinyLlama Q4_K_M that was enough for
-// a greedy token to differ at step 11 with a margin of 0.18, past the rule's
-// ties. So a batch of those types takes the row kernels, which sum in
-// llama.cpp's order; TestGEMM keeps their GEMM correct for the day a faster
-// order-preserving kernel replaces them.
-var gemmOrderIsLlamaCpps = map[quant.Type]bool{quant.Q4_0: true}
+// it repacks (Q4_0_8x8) and multiplies per block as the tile kernel does,
+// and Q8_0, which it sums in vec_dot's 8 lanes as the lanes kernel does (to
+// the bit of the row kernel: TestMatMul). Q4_K it repacks and sums in its
+// own orders (packed.go); the others it multiplies row by row in vec_dot
+// order. The tile kernel's order for those gives other roundings: within
+// the rule of ../shared/models/README.md on first-step logits (about 1e-2
+// on random synthetic models), but on synthetic TinyLlama Q4_K_M that was
+// enough for a greedy token to differ at step 11 with a margin of 0.18, past
+// the rule's ties. So a batch of those types takes the row kernels, which
+// sum in llama.cpp's order; TestGEMM keeps their GEMM correct for the day a
+// faster order-preserving kernel replaces them.
+var gemmOrderIsLlamaCpps = map[quant.Type]bool{quant.Q4_0: true, quant.Q8_0: true}
+
+// gemmLanes, where the CPU has it, is the GEMM of the specs with lanes set:
+// each (row, input) keeps 8 float lanes, one per group of 4 columns, and
+// adds them at the end, as llama.cpp's vec_dot (and tinyBLAS) sum Q8_0.
+var gemmLanes = gemmLanesGo
+
+// gemmLanesGo is the lanes GEMM's arithmetic in Go: the reference for the
+// assembly, and what runs without it.
+func gemmLanesGo(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32) {
+	for t := range tileIn {
+		for r := range panelRows {
+			var l [8]float32
+			for b := range nsb {
+				d := p.sc[b*16+r] * a.d[b*tileIn+t]
+				for g := range 8 {
+					G := b*8 + g
+					s := a.corr[G*tileIn+t]
+					for i := range 4 {
+						s += int32(p.q[G*64+4*r+i]) * int32(int8(a.q[G*32+4*t+i]))
+					}
+					l[g] = fma32(float32(s), d, l[g])
+				}
+			}
+			// HSUM's order.
+			a0, a1, a2, a3 := l[0]+l[4], l[1]+l[5], l[2]+l[6], l[3]+l[7]
+			out[t*panelRows+r] = (a0 + a2) + (a1 + a3)
+		}
+	}
+}
 
 // gemmTile, where the CPU has a fast one, multiplies one panel by one tile
 // of inputs: out[t*16+r] = Σ_b over nsb sub-blocks of the formula above.
@@ -103,6 +135,7 @@ type inTile struct {
 	q    []byte
 	d, s []float32
 	off  []int32
+	corr []int32 // lanes specs: per group of 4 columns, the 8 inputs' −c·Σq
 }
 
 // put32 writes v at b[i:i+4], little-endian.
@@ -332,11 +365,19 @@ func fillTile(g *gemmSpec, x []xrow, i0, cols int, a *inTile) {
 	a.d = grow(a.d, tileIn*nsb)
 	a.s = grow(a.s, tileIn*nsb)
 	a.off = grow(a.off, tileIn*nsb)
+	if g.lanes {
+		a.corr = grow(a.corr, tileIn*cols/4)
+	}
 	for t := range tileIn {
 		i := i0 + t
 		if i >= len(x) {
 			for G := range cols / 4 {
 				put32(a.q, G*32+4*t, 0)
+			}
+			if g.lanes {
+				for G := range cols / 4 {
+					a.corr[G*tileIn+t] = 0
+				}
 			}
 			for b := range nsb {
 				a.d[b*tileIn+t], a.s[b*tileIn+t], a.off[b*tileIn+t] = 0, 0, 0
@@ -347,6 +388,12 @@ func fillTile(g *gemmSpec, x []xrow, i0, cols int, a *inTile) {
 		q := int8Bytes(xr.q)
 		for G := range cols / 4 {
 			put32(a.q, G*32+4*t, get32(q, 4*G))
+		}
+		if g.lanes {
+			for G := range cols / 4 {
+				v := xr.q[4*G : 4*G+4]
+				a.corr[G*tileIn+t] = -g.c * (int32(v[0]) + int32(v[1]) + int32(v[2]) + int32(v[3]))
+			}
 		}
 		for b := range nsb {
 			var sum int32
@@ -454,8 +501,12 @@ func (m *gemmTask) run(lo, hi int) {
 			clear(p.mn)
 		}
 		m.src.unpackPanel(pi, nr, p)
+		tile := gemmTile
+		if m.g.lanes {
+			tile = gemmLanes
+		}
 		for ti := range m.tiles {
-			gemmTile(p, &m.tiles[ti], nsb, &out)
+			tile(p, &m.tiles[ti], nsb, &out)
 			for t := range min(tileIn, m.n-ti*tileIn) {
 				copy(m.y[(ti*tileIn+t)*m.rows+r0:][:nr], out[t*panelRows:t*panelRows+nr])
 			}

@@ -21,9 +21,22 @@ func init() {
 		return
 	}
 	gemmTile = gemmTileAsm
+	gemmLanes = gemmLanesAsm
 	for t := range gemmFor {
 		if gemmOrderIsLlamaCpps[t] {
 			kernelFor[t].gemm = gemmFor[t]
 		}
+	}
+}
+
+//go:noescape
+func gemmQ8_0Lanes2(pq *byte, psc *float32, nb int, aq *byte, ad *float32, corr *int32, out *float32)
+
+// gemmLanesAsm runs gemmQ8_0Lanes2 over the tile's four pairs of inputs.
+func gemmLanesAsm(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32) {
+	_, _ = p.q[nsb*512-1], p.sc[nsb*panelRows-1]
+	_, _, _ = a.q[nsb*256-1], a.d[nsb*tileIn-1], a.corr[nsb*8*tileIn-1]
+	for t := 0; t < tileIn; t += 2 {
+		gemmQ8_0Lanes2(&p.q[0], &p.sc[0], nsb, &a.q[4*t], &a.d[t], &a.corr[t], &out[t*panelRows])
 	}
 }

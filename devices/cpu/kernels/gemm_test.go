@@ -17,7 +17,7 @@ import (
 func TestGEMM(t *testing.T) {
 	p := NewPool(3)
 	defer p.Close()
-	fast := gemmTile
+	fast, fastLanes := gemmTile, gemmLanes
 	for typ, g := range gemmFor {
 		for _, sh := range []shape{{16, 256}, {41, 256}, {33, 2048}, {70, 5632}} {
 			for _, n := range []int{8, 13, 24} {
@@ -27,17 +27,18 @@ func TestGEMM(t *testing.T) {
 					x := randomInput(rng, n*sh.cols)
 					k := *kernelFor[typ]
 					xs := p.scratch.prepare(p, &k, x, n, sh.cols)
-					run := func(tile func(*panel, *inTile, int, *[tileIn * panelRows]float32)) []float32 {
-						defer func(old func(*panel, *inTile, int, *[tileIn * panelRows]float32)) { gemmTile = old }(gemmTile)
-						gemmTile = tile
+					type tileFunc = func(*panel, *inTile, int, *[tileIn * panelRows]float32)
+					run := func(tile, lanes tileFunc) []float32 {
+						defer func(t, l tileFunc) { gemmTile, gemmLanes = t, l }(gemmTile, gemmLanes)
+						gemmTile, gemmLanes = tile, lanes
 						y := make([]float32, n*sh.rows)
 						p.gemm(g, w, sh.rows, sh.cols, xs, y)
 						return y
 					}
-					slow := run(gemmTileGo)
+					slow := run(gemmTileGo, gemmLanesGo)
 					var got []float32
 					if fast != nil {
-						got = run(fast)
+						got = run(fast, fastLanes)
 					}
 					ftol := floatTol(sh.cols)
 					for i := range n {
