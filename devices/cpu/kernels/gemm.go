@@ -15,16 +15,26 @@ import (
 // group holds elements 4g..4g+3 of row r), so that one VPDPBUSD of a group
 // against a broadcast of an input's four matching activations adds 64
 // products to 16 rows' sums at once, and the sums of 8 inputs are kept in
-// registers. Each type reduces to the same form per sub-block b of 32 (Q6_K:
-// 16) elements of row r, with integer weights u in 0..255:
+// registers. Per block b of 32 elements of row r, with integer weights u in
+// 0..255:
 //
-//	W_r·x ≈ Σ_b scale[r,b]·d[b]·(Σ_i u_i·q_i − c·Σ_i q_i) + min[r,b]·s[b]
+//	W_r·x ≈ Σ_b scale[r,b]·d[b]·(Σ_i u_i·q_i − c·Σ_i q_i)
 //
-// where q, d are the activations quantized as llama.cpp does for the type
-// (Q8_0, Q8_1 or Q8_K), s[b] their scaled sum, and c the type's offset (Q4_0's
-// 8, Q8_0's 128 after its signed bytes are flipped to unsigned, Q6_K's 32).
-// The integer sums are exact, as in the row kernels; only the order of the
-// float adds differs from them (per sub-block instead of per block).
+// where q, d are the activations quantized as llama.cpp does (Q8_0) and c
+// the type's offset (Q4_0's 8, Q8_0's 128 after its signed bytes are
+// flipped to unsigned). The integer sums are exact, as in the row kernels.
+//
+// Only types for which this can follow llama.cpp's own order of the float
+// adds take it: Q4_0, which llama.cpp repacks (Q4_0_8x8) and multiplies per
+// block as the tile kernel does, and Q8_0, which it sums in vec_dot's 8
+// lanes as the lanes kernel does (to the bit of the row kernel: TestMatMul).
+// Q4_K it repacks and sums in its own orders (packed.go); the others it
+// multiplies row by row in vec_dot order. A GEMM in another order (this
+// tile kernel's was tried for all types) stays within the rule of
+// ../shared/models/README.md on first-step logits, about 1e-2 on random
+// synthetic models, but on synthetic TinyLlama Q4_K_M that was enough for a
+// greedy token to differ at step 11 with a margin of 0.18, past the rule's
+// ties; so those types' batches take the row kernels.
 //
 // The panel is unpacked per mat-mul from the weights as they lie in the file,
 // so nothing is repacked at load and the mapped weights stay the only copy;
@@ -43,43 +53,19 @@ const (
 
 // gemmSpec is how one weight type unpacks into panels.
 type gemmSpec struct {
-	sub int   // elements per sub-block: 32, or 16 for Q6_K
-	c   int32 // offset subtracted per activation: Σ(u−c)·q
+	c int32 // offset subtracted per activation: Σ(u−c)·q
 	// unpack writes rows [0, nrows) of the panel from w, the first row at
 	// w[0:], stride bytes apart.
 	unpack func(w []byte, stride, nrows int, p *panel)
-	// kquant: the activations are Q8_K (one scale per 256, sums per 16);
-	// the others' are Q8_0 or Q8_1 (scale and scaled sum per 32).
-	kquant bool
-	// lanes: multiplied by gemmLanes, in vec_dot's order (Q8_0).
+	// lanes: multiplied by gemmLanes, in vec_dot's order (Q8_0); the others
+	// by gemmTile.
 	lanes bool
 }
 
 var gemmFor = map[quant.Type]*gemmSpec{
-	quant.Q4_0: {sub: 32, c: 8, unpack: unpackQ4_0},
-	quant.Q4_1: {sub: 32, c: 0, unpack: unpackQ4_1},
-	quant.Q5_0: {sub: 32, c: 16, unpack: unpackQ5_0},
-	quant.Q5_1: {sub: 32, c: 0, unpack: unpackQ5_1},
-	quant.Q8_0: {sub: 32, c: 128, unpack: unpackQ8_0, lanes: true},
-	quant.Q4_K: {sub: 32, c: 0, unpack: unpackQ4_K, kquant: true},
-	quant.Q5_K: {sub: 32, c: 0, unpack: unpackQ5_K, kquant: true},
-	quant.Q6_K: {sub: 16, c: 32, unpack: unpackQ6_K, kquant: true},
+	quant.Q4_0: {c: 8, unpack: unpackQ4_0},
+	quant.Q8_0: {c: 128, unpack: unpackQ8_0, lanes: true},
 }
-
-// gemmOrderIsLlamaCpps names the types whose GEMM sums in the order
-// llama.cpp's CPU backend uses for a batch on this kind of CPU: Q4_0, which
-// it repacks (Q4_0_8x8) and multiplies per block as the tile kernel does,
-// and Q8_0, which it sums in vec_dot's 8 lanes as the lanes kernel does (to
-// the bit of the row kernel: TestMatMul). Q4_K it repacks and sums in its
-// own orders (packed.go); the others it multiplies row by row in vec_dot
-// order. The tile kernel's order for those gives other roundings: within
-// the rule of ../shared/models/README.md on first-step logits (about 1e-2
-// on random synthetic models), but on synthetic TinyLlama Q4_K_M that was
-// enough for a greedy token to differ at step 11 with a margin of 0.18, past
-// the rule's ties. So a batch of those types takes the row kernels, which
-// sum in llama.cpp's order; TestGEMM keeps their GEMM correct for the day a
-// faster order-preserving kernel replaces them.
-var gemmOrderIsLlamaCpps = map[quant.Type]bool{quant.Q4_0: true, quant.Q8_0: true}
 
 // gemmLanes, where the CPU has it, is the GEMM of the specs with lanes set:
 // each (row, input) keeps 8 float lanes, one per group of 4 columns, and
@@ -111,31 +97,31 @@ func gemmLanesGo(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32)
 }
 
 // gemmTile, where the CPU has a fast one, multiplies one panel by one tile
-// of inputs: out[t*16+r] = Σ_b over nsb sub-blocks of the formula above.
-// nil leaves batches on the row kernels.
+// of inputs: out[t*16+r] = Σ_b over nsb blocks of the formula above, block
+// after block. nil leaves batches on the row kernels.
 var gemmTile func(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32)
 
-// panel is 16 weight rows unpacked: q holds for each sub-block its sub/4
-// groups of 64 bytes; sc and mn the 16 rows' scale and min per sub-block.
+// panel is 16 weight rows unpacked: q holds for each block its 8 groups of
+// 64 bytes; sc the 16 rows' scales per block.
 type panel struct {
-	q      []byte
-	sc, mn []float32
+	q  []byte
+	sc []float32
 }
 
-func (p *panel) size(cols, sub int) {
+func (p *panel) size(cols int) {
 	p.q = grow(p.q, panelRows*cols)
-	p.sc = grow(p.sc, panelRows*cols/sub)
-	p.mn = grow(p.mn, panelRows*cols/sub)
+	p.sc = grow(p.sc, panelRows*cols/32)
 }
 
-// inTile is 8 inputs laid out for the kernel: q holds, for each group of 4
-// columns, the 8 inputs' 4 activations (32 bytes); d, s and off hold per
-// sub-block the 8 inputs' scale, scaled sum and c·Σq.
+// inTile is 8 inputs laid out for the kernels: q holds, for each group of 4
+// columns, the 8 inputs' 4 activations (32 bytes); d and off hold per block
+// the 8 inputs' scale and c·Σq (gemmTile), corr per group of 4 columns their
+// −c·Σq (gemmLanes).
 type inTile struct {
 	q    []byte
-	d, s []float32
+	d    []float32
 	off  []int32
-	corr []int32 // lanes specs: per group of 4 columns, the 8 inputs' −c·Σq
+	corr []int32
 }
 
 // put32 writes v at b[i:i+4], little-endian.
@@ -145,21 +131,9 @@ func get32(b []byte, i int) uint32 { return binary.LittleEndian.Uint32(b[i:]) }
 
 const nib = 0x0f0f0f0f
 
-// spread5 maps 4 bits to bit 4 of 4 bytes: the fifth bit of Q5 elements.
-var spread5 = func() (t [16]uint32) {
-	for v := range 16 {
-		for i := range 4 {
-			if v>>i&1 != 0 {
-				t[v] |= 0x10 << (8 * i)
-			}
-		}
-	}
-	return t
-}()
-
-// The unpackers write each row's sub-blocks into the panel: a 32-element
-// block's groups 0..3 come from the low nibbles of its 16 bytes and groups
-// 4..7 from the high ones, as the types store them.
+// The unpackers write each row's blocks into the panel: Q4_0's groups 0..3
+// come from the low nibbles of its 16 bytes and groups 4..7 from the high
+// ones, as the type stores them; Q8_0's bytes are flipped to unsigned.
 func unpackQ4_0(w []byte, stride, nrows int, p *panel) {
 	nb := stride / 18
 	for r := range nrows {
@@ -173,63 +147,6 @@ func unpackQ4_0(w []byte, stride, nrows int, p *panel) {
 				put32(p.q, o+(g+4)*64, v>>4&nib)
 			}
 			p.sc[b*16+r] = half(blk)
-			p.mn[b*16+r] = 0
-		}
-	}
-}
-
-func unpackQ4_1(w []byte, stride, nrows int, p *panel) {
-	nb := stride / 20
-	for r := range nrows {
-		row := w[r*stride:]
-		for b := range nb {
-			blk := row[20*b:]
-			o := b*8*64 + 4*r
-			for g := range 4 {
-				v := get32(blk, 4+4*g)
-				put32(p.q, o+g*64, v&nib)
-				put32(p.q, o+(g+4)*64, v>>4&nib)
-			}
-			p.sc[b*16+r] = half(blk)
-			p.mn[b*16+r] = half(blk[2:])
-		}
-	}
-}
-
-func unpackQ5_0(w []byte, stride, nrows int, p *panel) {
-	nb := stride / 22
-	for r := range nrows {
-		row := w[r*stride:]
-		for b := range nb {
-			blk := row[22*b:]
-			qh := get32(blk, 2)
-			o := b*8*64 + 4*r
-			for g := range 4 {
-				v := get32(blk, 6+4*g)
-				put32(p.q, o+g*64, v&nib|spread5[qh>>(4*g)&15])
-				put32(p.q, o+(g+4)*64, v>>4&nib|spread5[qh>>(16+4*g)&15])
-			}
-			p.sc[b*16+r] = half(blk)
-			p.mn[b*16+r] = 0
-		}
-	}
-}
-
-func unpackQ5_1(w []byte, stride, nrows int, p *panel) {
-	nb := stride / 24
-	for r := range nrows {
-		row := w[r*stride:]
-		for b := range nb {
-			blk := row[24*b:]
-			qh := get32(blk, 4)
-			o := b*8*64 + 4*r
-			for g := range 4 {
-				v := get32(blk, 8+4*g)
-				put32(p.q, o+g*64, v&nib|spread5[qh>>(4*g)&15])
-				put32(p.q, o+(g+4)*64, v>>4&nib|spread5[qh>>(16+4*g)&15])
-			}
-			p.sc[b*16+r] = half(blk)
-			p.mn[b*16+r] = half(blk[2:])
 		}
 	}
 }
@@ -245,114 +162,6 @@ func unpackQ8_0(w []byte, stride, nrows int, p *panel) {
 				put32(p.q, o+g*64, get32(blk, 2+4*g)^0x80808080)
 			}
 			p.sc[b*16+r] = half(blk)
-			p.mn[b*16+r] = 0
-		}
-	}
-}
-
-func unpackQ4_K(w []byte, stride, nrows int, p *panel) {
-	nb := stride / 144
-	for r := range nrows {
-		row := w[r*stride:]
-		for b := range nb {
-			blk := row[144*b:]
-			for s := range 8 {
-				qs := blk[16+32*(s/2):]
-				shift := 4 * uint(s&1)
-				o := (8*b+s)*8*64 + 4*r
-				for g := range 8 {
-					put32(p.q, o+g*64, get32(qs, 4*g)>>shift&nib)
-				}
-			}
-		}
-	}
-	scalesQ4_K(w, stride, nrows, p)
-}
-
-// scalesQ4_K sets the panel's scales and mins of Q4_K rows (also Q5_K's,
-// which lays them out alike).
-func scalesQ4_K(w []byte, stride, nrows int, p *panel) {
-	bb := quant.Q4_K.BlockBytes()
-	if stride%bb != 0 {
-		bb = quant.Q5_K.BlockBytes()
-	}
-	nb := stride / bb
-	for r := range nrows {
-		row := w[r*stride:]
-		for b := range nb {
-			blk := row[bb*b:]
-			d, dmin := half(blk), half(blk[2:])
-			for s := range 8 {
-				sc, m := quant.ScaleMinK4(s, blk[4:16])
-				sb := 8*b + s
-				p.sc[sb*16+r] = d * float32(sc)
-				p.mn[sb*16+r] = -dmin * float32(m)
-			}
-		}
-	}
-}
-
-func unpackQ5_K(w []byte, stride, nrows int, p *panel) {
-	nb := stride / 176
-	for r := range nrows {
-		row := w[r*stride:]
-		for b := range nb {
-			blk := row[176*b:]
-			d, dmin := half(blk), half(blk[2:])
-			qh := blk[16:48]
-			for s := range 8 {
-				sc, m := quant.ScaleMinK4(s, blk[4:16])
-				qs := blk[48+32*(s/2):]
-				shift := 4 * uint(s&1)
-				sb := 8*b + s
-				o := sb*8*64 + 4*r
-				for g := range 8 {
-					put32(p.q, o+g*64, get32(qs, 4*g)>>shift&nib|(get32(qh, 4*g)>>uint(s)&0x01010101)<<4)
-				}
-				p.sc[sb*16+r] = d * float32(sc)
-				p.mn[sb*16+r] = -dmin * float32(m)
-			}
-		}
-	}
-}
-
-func unpackQ6_K(w []byte, stride, nrows int, p *panel) {
-	nb := stride / 210
-	for r := range nrows {
-		row := w[r*stride:]
-		for b := range nb {
-			blk := row[210*b:]
-			for h := range 2 {
-				ql, qh := blk[64*h:], blk[128+32*h:]
-				for k := range 4 {
-					lshift, hshift := 4*uint(k>>1), 2*uint(k)
-					for g2 := range 2 {
-						o := (16*b+8*h+2*k+g2)*4*64 + 4*r
-						for g := range 4 {
-							l := 16*g2 + 4*g
-							v := get32(ql, l+32*(k&1))>>lshift&nib | (get32(qh, l)>>hshift&0x03030303)<<4
-							put32(p.q, o+g*64, v)
-						}
-					}
-				}
-			}
-		}
-	}
-	scalesQ6_K(w, stride, nrows, p)
-}
-
-// scalesQ6_K sets the panel's scales of Q6_K rows, and clears their mins.
-func scalesQ6_K(w []byte, stride, nrows int, p *panel) {
-	nb := stride / 210
-	for r := range nrows {
-		row := w[r*stride:]
-		for b := range nb {
-			blk := row[210*b:]
-			d := half(blk[208:])
-			for e := range 16 {
-				p.sc[(16*b+e)*16+r] = d * float32(int8(blk[192+e]))
-				p.mn[(16*b+e)*16+r] = 0
-			}
 		}
 	}
 }
@@ -360,27 +169,28 @@ func scalesQ6_K(w []byte, stride, nrows int, p *panel) {
 // fillTile lays out inputs x[i0:i0+8] (fewer at the end of the batch, the
 // rest zero) for spec g.
 func fillTile(g *gemmSpec, x []xrow, i0, cols int, a *inTile) {
-	nsb := cols / g.sub
+	nb := cols / 32
 	a.q = grow(a.q, tileIn*cols)
-	a.d = grow(a.d, tileIn*nsb)
-	a.s = grow(a.s, tileIn*nsb)
-	a.off = grow(a.off, tileIn*nsb)
+	a.d = grow(a.d, tileIn*nb)
 	if g.lanes {
 		a.corr = grow(a.corr, tileIn*cols/4)
+	} else {
+		a.off = grow(a.off, tileIn*nb)
 	}
 	for t := range tileIn {
 		i := i0 + t
 		if i >= len(x) {
 			for G := range cols / 4 {
 				put32(a.q, G*32+4*t, 0)
-			}
-			if g.lanes {
-				for G := range cols / 4 {
+				if g.lanes {
 					a.corr[G*tileIn+t] = 0
 				}
 			}
-			for b := range nsb {
-				a.d[b*tileIn+t], a.s[b*tileIn+t], a.off[b*tileIn+t] = 0, 0, 0
+			for b := range nb {
+				a.d[b*tileIn+t] = 0
+				if !g.lanes {
+					a.off[b*tileIn+t] = 0
+				}
 			}
 			continue
 		}
@@ -389,28 +199,20 @@ func fillTile(g *gemmSpec, x []xrow, i0, cols int, a *inTile) {
 		for G := range cols / 4 {
 			put32(a.q, G*32+4*t, get32(q, 4*G))
 		}
+		for b := range nb {
+			a.d[b*tileIn+t] = xr.d[b]
+		}
 		if g.lanes {
 			for G := range cols / 4 {
 				v := xr.q[4*G : 4*G+4]
 				a.corr[G*tileIn+t] = -g.c * (int32(v[0]) + int32(v[1]) + int32(v[2]) + int32(v[3]))
 			}
+			continue
 		}
-		for b := range nsb {
+		for b := range nb {
 			var sum int32
-			if g.kquant {
-				per := g.sub / 16
-				for j := range per {
-					sum += int32(xr.bs[b*per+j])
-				}
-				d := xr.d[b*g.sub/256]
-				a.d[b*tileIn+t] = d
-				a.s[b*tileIn+t] = d * float32(sum)
-			} else {
-				for _, v := range xr.q[32*b : 32*b+32] {
-					sum += int32(v)
-				}
-				a.d[b*tileIn+t] = xr.d[b]
-				a.s[b*tileIn+t] = xr.s[b]
+			for _, v := range xr.q[32*b : 32*b+32] {
+				sum += int32(v)
 			}
 			a.off[b*tileIn+t] = g.c * sum
 		}
@@ -427,7 +229,7 @@ func int8Bytes(q []int8) []byte {
 
 // gemmTileGo is the kernel's arithmetic in Go, in its order, for tests.
 func gemmTileGo(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32) {
-	gpb := len(p.q) / (nsb * 64)
+	const gpb = 8 // groups of 4 columns per block
 	var acc [tileIn][panelRows]float32
 	for b := range nsb {
 		var isum [tileIn][panelRows]int32
@@ -449,7 +251,6 @@ func gemmTileGo(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32) 
 			for r := range panelRows {
 				f := float32(isum[t][r] - a.off[b*tileIn+t])
 				acc[t][r] = fma32(f, p.sc[b*16+r]*a.d[b*tileIn+t], acc[t][r])
-				acc[t][r] = fma32(p.mn[b*16+r], a.s[b*tileIn+t], acc[t][r])
 			}
 		}
 	}
@@ -490,15 +291,14 @@ func (f *fileMatrix) unpackPanel(pi, nr int, p *panel) {
 func (m *gemmTask) run(lo, hi int) {
 	p := <-m.bufs
 	defer func() { m.bufs <- p }()
-	p.size(m.cols, m.g.sub)
-	nsb := m.cols / m.g.sub
+	p.size(m.cols)
+	nsb := m.cols / 32
 	var out [tileIn * panelRows]float32
 	for pi := lo; pi < hi; pi++ {
 		r0 := pi * panelRows
 		nr := min(panelRows, m.rows-r0)
 		if nr < panelRows {
 			clear(p.sc)
-			clear(p.mn)
 		}
 		m.src.unpackPanel(pi, nr, p)
 		tile := gemmTile

@@ -5,15 +5,12 @@ package kernels
 // gemmTileVNNI is gemmTileGo in AVX512-VNNI (gemm_amd64.s).
 //
 //go:noescape
-func gemmTileVNNI(pq *byte, psc, pmn *float32, nsb, passes int, aq *byte, ad, as *float32, aoff *int32, out *float32)
+func gemmTileVNNI(pq *byte, psc *float32, nb int, aq *byte, ad *float32, aoff *int32, out *float32)
 
-func gemmTileAsm(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32) {
-	passes := len(p.q) / (nsb * 256) // groups of 4 columns per sub-block, 4 a pass
-	_ = a.q[nsb*passes*128-1]
-	_ = a.off[nsb*tileIn-1]
-	_, _ = a.d[nsb*tileIn-1], a.s[nsb*tileIn-1]
-	_, _ = p.sc[nsb*panelRows-1], p.mn[nsb*panelRows-1]
-	gemmTileVNNI(&p.q[0], &p.sc[0], &p.mn[0], nsb, passes, &a.q[0], &a.d[0], &a.s[0], &a.off[0], &out[0])
+func gemmTileAsm(p *panel, a *inTile, nb int, out *[tileIn * panelRows]float32) {
+	_, _ = p.q[nb*512-1], p.sc[nb*panelRows-1]
+	_, _, _ = a.q[nb*256-1], a.d[nb*tileIn-1], a.off[nb*tileIn-1]
+	gemmTileVNNI(&p.q[0], &p.sc[0], nb, &a.q[0], &a.d[0], &a.off[0], &out[0])
 }
 
 func init() {
@@ -22,10 +19,8 @@ func init() {
 	}
 	gemmTile = gemmTileAsm
 	gemmLanes = gemmLanesAsm
-	for t := range gemmFor {
-		if gemmOrderIsLlamaCpps[t] {
-			kernelFor[t].gemm = gemmFor[t]
-		}
+	for t, g := range gemmFor {
+		kernelFor[t].gemm = g
 	}
 }
 

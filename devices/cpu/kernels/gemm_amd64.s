@@ -9,9 +9,9 @@
 // sums of the current sub-block. Per group of 4 columns: one 64-byte load of
 // the 16 rows' bytes (unsigned), then for each input a VPDPBUSD of it against
 // a broadcast of that input's 4 signed activations, straight from memory:
-// 64 multiply-adds an instruction. Per sub-block and input: VPSUBD of the
+// 64 multiply-adds an instruction. Per block and input: VPSUBD of the
 // offset c·Σq, VCVTDQ2PS, VMULPS of the rows' scales by the input's scale,
-// and two VFMADD231PS (the scaled sum, the rows' mins times the input's s).
+// and a VFMADD231PS.
 
 // GROUP runs one group of 4 columns at byte offsets wo (weights, SI) and
 // ao (activations, DI) through all 8 inputs, with weight register zw.
@@ -31,21 +31,17 @@
 	VPSUBD.BCST      (t*4)(R12), zi, zi \
 	VCVTDQ2PS        zi, zi \
 	VMULPS.BCST      (t*4)(R10), Z20, Z22 \
-	VFMADD231PS      Z22, zi, zf \
-	VFMADD231PS.BCST (t*4)(R11), Z21, zf
+	VFMADD231PS      Z22, zi, zf
 
-// func gemmTileVNNI(pq *byte, psc, pmn *float32, nsb, passes int, aq *byte, ad, as *float32, aoff *int32, out *float32)
-TEXT ·gemmTileVNNI(SB), NOSPLIT, $0-80
+// func gemmTileVNNI(pq *byte, psc *float32, nb int, aq *byte, ad *float32, aoff *int32, out *float32)
+TEXT ·gemmTileVNNI(SB), NOSPLIT, $0-56
 	MOVQ pq+0(FP), SI
 	MOVQ psc+8(FP), R8
-	MOVQ pmn+16(FP), R9
-	MOVQ nsb+24(FP), CX
-	MOVQ passes+32(FP), DX
-	MOVQ aq+40(FP), DI
-	MOVQ ad+48(FP), R10
-	MOVQ as+56(FP), R11
-	MOVQ aoff+64(FP), R12
-	MOVQ out+72(FP), R13
+	MOVQ nb+16(FP), CX
+	MOVQ aq+24(FP), DI
+	MOVQ ad+32(FP), R10
+	MOVQ aoff+40(FP), R12
+	MOVQ out+48(FP), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -64,7 +60,7 @@ block:
 	VPXORD Z13, Z13, Z13
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
-	MOVQ DX, BX
+	MOVQ $2, BX // passes of 4 groups of 4 columns a block
 
 pass:
 	GROUP(0, 0, Z16)
@@ -77,7 +73,6 @@ pass:
 	JNZ  pass
 
 	VMOVUPS (R8), Z20
-	VMOVUPS (R9), Z21
 	FINISH(0, Z8, Z0)
 	FINISH(1, Z9, Z1)
 	FINISH(2, Z10, Z2)
@@ -87,9 +82,7 @@ pass:
 	FINISH(6, Z14, Z6)
 	FINISH(7, Z15, Z7)
 	ADDQ $64, R8
-	ADDQ $64, R9
 	ADDQ $32, R10
-	ADDQ $32, R11
 	ADDQ $32, R12
 	DECQ CX
 	JNZ  block

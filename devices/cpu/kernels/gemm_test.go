@@ -67,17 +67,16 @@ func TestGEMM(t *testing.T) {
 }
 
 // TestGEMMTypes keeps gemmFor's types among those the row kernels take, with
-// blocks the panel layout can hold.
+// blocks of 32, the panel layout's.
 func TestGEMMTypes(t *testing.T) {
-	for typ, g := range gemmFor {
+	for typ := range gemmFor {
 		if kernelFor[typ] == nil {
 			t.Errorf("%s: GEMM without a row kernel", typ)
 		}
-		if g.sub != 16 && g.sub != 32 || typ.BlockSize()%g.sub != 0 {
-			t.Errorf("%s: sub-block of %d", typ, g.sub)
+		if typ.BlockSize() != 32 {
+			t.Errorf("%s: blocks of %d", typ, typ.BlockSize())
 		}
 	}
-	_ = quant.Q4_0
 }
 
 // BenchmarkGEMM times a batch of 64 inputs through TinyLlama's largest
@@ -104,12 +103,12 @@ func BenchmarkGEMM(b *testing.B) {
 // BenchmarkUnpack times unpacking one panel of 16 rows of 5632 columns.
 func BenchmarkUnpack(b *testing.B) {
 	const cols = 5632
-	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0} {
 		b.Run(typ.String(), func(b *testing.B) {
 			w := benchWeights(typ, panelRows, cols)
 			g := gemmFor[typ]
 			var p panel
-			p.size(cols, g.sub)
+			p.size(cols)
 			for b.Loop() {
 				g.unpack(w, len(w)/panelRows, panelRows, &p)
 			}
@@ -122,8 +121,7 @@ func BenchmarkUnpack(b *testing.B) {
 // full panels where the CPU has it) writes the same panel as the Go one.
 func TestUnpack(t *testing.T) {
 	goUnpack := map[quant.Type]func([]byte, int, int, *panel){
-		quant.Q4_0: unpackQ4_0, quant.Q4_1: unpackQ4_1, quant.Q5_0: unpackQ5_0, quant.Q5_1: unpackQ5_1,
-		quant.Q8_0: unpackQ8_0, quant.Q4_K: unpackQ4_K, quant.Q5_K: unpackQ5_K, quant.Q6_K: unpackQ6_K,
+		quant.Q4_0: unpackQ4_0, quant.Q8_0: unpackQ8_0,
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for typ, g := range gemmFor {
@@ -132,11 +130,8 @@ func TestUnpack(t *testing.T) {
 			w := randomWeights(t, rng, typ, nrows, cols)
 			stride := len(w) / nrows
 			var a, b panel
-			a.size(cols, g.sub)
-			b.size(cols, g.sub)
-			for i := range a.mn { // stale values from another type
-				a.mn[i], b.mn[i] = 1, 1
-			}
+			a.size(cols)
+			b.size(cols)
 			g.unpack(w, stride, nrows, &a)
 			goUnpack[typ](w, stride, nrows, &b)
 			for i := range a.q {
@@ -145,8 +140,8 @@ func TestUnpack(t *testing.T) {
 				}
 			}
 			for i := range a.sc {
-				if i%16 < nrows && (a.sc[i] != b.sc[i] || a.mn[i] != b.mn[i]) {
-					t.Fatalf("%s rows=%d: scale/min %d is %g/%g, Go %g/%g", typ, nrows, i, a.sc[i], a.mn[i], b.sc[i], b.mn[i])
+				if i%16 < nrows && a.sc[i] != b.sc[i] {
+					t.Fatalf("%s rows=%d: scale %d is %g, Go %g", typ, nrows, i, a.sc[i], b.sc[i])
 				}
 			}
 		}

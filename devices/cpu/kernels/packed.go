@@ -235,43 +235,11 @@ func (k *kTile) fill(x []xrow, bsum []int32, nb int) {
 	}
 }
 
-// unpackPanel writes panel pi into the GEMM's panel layout.
+// unpackPanel writes panel pi of a Q4_0 matrix into the GEMM's panel layout
+// (only Q4_0 batches take the GEMM).
 func (pk *Packed) unpackPanel(pi, nr int, p *panel) {
-	bc, bb := packedShape(pk.Type)
-	nb := pk.Cols / bc
-	w := pk.data[pi*nb*bb : (pi+1)*nb*bb]
-	if pk.Type == quant.Q4_K {
-		unpackPackedQ4_K(w, nb, p)
-		return
-	}
-	unpackPacked(w, nb, p)
-	clear(p.mn[:nb*panelRows])
-}
-
-// unpackPackedQ4_K writes a packed Q4_K panel into the GEMM's layout:
-// sub-block 2p's group c is chunk 8p+c's low nibbles, 2p+1's its high ones.
-func unpackPackedQ4_K(w []byte, nb int, p *panel) {
-	for b := range nb {
-		blk := w[b*packedBlockK:]
-		for c := range 32 {
-			pr, g := c/8, c%8
-			src := blk[pkQs+64*c : pkQs+64*c+64]
-			lo := p.q[((8*b+2*pr)*8+g)*64:][:64]
-			hi := p.q[((8*b+2*pr+1)*8+g)*64:][:64]
-			for i := 0; i < 64; i += 4 {
-				v := get32(src, i)
-				put32(lo, i, v&nib)
-				put32(hi, i, v>>4&nib)
-			}
-		}
-		for r := range panelRows {
-			d, dmin := half(blk[2*r:]), half(blk[pkDmin+2*r:])
-			for s := range 8 {
-				p.sc[(8*b+s)*16+r] = d * float32(blk[pkScales+16*s+r])
-				p.mn[(8*b+s)*16+r] = -dmin * float32(blk[pkMins+16*s+r])
-			}
-		}
-	}
+	nb := pk.Cols / 32
+	unpackPacked(pk.data[pi*nb*packedBlock:(pi+1)*nb*packedBlock], nb, p)
 }
 
 // packedTask is Packed.MatMul's work over panels for a few inputs.

@@ -13,12 +13,6 @@ func unpackQ4_0Asm(w *byte, stride, nb int, q *byte, sc *float32)
 //go:noescape
 func unpackQ8_0Asm(w *byte, stride, nb int, q *byte, sc *float32)
 
-//go:noescape
-func unpackQ4_KAsm(w *byte, stride, nb int, q *byte)
-
-//go:noescape
-func unpackQ6_KAsm(w *byte, stride, nb int, q *byte)
-
 // gatherable reports whether an assembly unpacker can take these rows: a
 // full panel whose row offsets fit the gather's int32 indices.
 func gatherable(w []byte, stride, nrows int) bool {
@@ -44,24 +38,10 @@ func init() {
 		nb := stride / 18
 		_, _ = p.q[nb*512-1], p.sc[nb*16-1]
 		unpackQ4_0Asm(&w[0], stride, nb, &p.q[0], &p.sc[0])
-		clear(p.mn[:nb*16])
 	})
 	wrap(quant.Q8_0, func(w []byte, stride int, p *panel) {
 		nb := stride / 34
 		_, _ = p.q[nb*512-1], p.sc[nb*16-1]
 		unpackQ8_0Asm(&w[0], stride, nb, &p.q[0], &p.sc[0])
-		clear(p.mn[:nb*16])
-	})
-	wrap(quant.Q4_K, func(w []byte, stride int, p *panel) {
-		nb := stride / 144
-		_ = p.q[nb*4096-1]
-		unpackQ4_KAsm(&w[0], stride, nb, &p.q[0])
-		scalesQ4_K(w, stride, panelRows, p)
-	})
-	wrap(quant.Q6_K, func(w []byte, stride int, p *panel) {
-		nb := stride / 210
-		_ = p.q[nb*4096-1]
-		unpackQ6_KAsm(&w[0], stride, nb, &p.q[0])
-		scalesQ6_K(w, stride, panelRows, p)
 	})
 }

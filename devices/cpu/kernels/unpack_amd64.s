@@ -2,7 +2,7 @@
 
 #include "textflag.h"
 
-// Panel unpackers for full panels of 16 rows (gemm.go's layout): each group
+// Panel unpackers (Q4_0, Q8_0) and packers (Q4_0, Q4_K) for full panels of 16 rows (gemm.go's layout): each group
 // of 4 columns is one VPGATHERDD of the 16 rows' 4 bytes (Z31 holds the row
 // offsets r·stride), masked and shifted into place, instead of 16 scalar
 // loads and stores. The f16 scales are gathered the same way and widened.
@@ -11,8 +11,6 @@ DATA unpackNib<>+0(SB)/4, $0x0f0f0f0f
 GLOBL unpackNib<>(SB), RODATA|NOPTR, $4
 DATA unpackTop<>+0(SB)/4, $0x80808080
 GLOBL unpackTop<>(SB), RODATA|NOPTR, $4
-DATA unpackTwo<>+0(SB)/4, $0x03030303
-GLOBL unpackTwo<>(SB), RODATA|NOPTR, $4
 DATA unpackRows<>+0(SB)/8, $0x0000000100000000
 DATA unpackRows<>+8(SB)/8, $0x0000000300000002
 DATA unpackRows<>+16(SB)/8, $0x0000000500000004
@@ -105,98 +103,6 @@ q80:
 	ADDQ $64, R9
 	DECQ CX
 	JNZ  q80
-	VZEROUPPER
-	RET
-
-// K4PAIR unpacks sub-blocks 2p and 2p+1 of a Q4_K super-block: their 32
-// bytes at 16+32p, low nibbles to sub-block 2p, high to 2p+1 (512 bytes on).
-#define K4PAIR(p) \
-	NIBS(16+32*p, 1024*p, 1024*p+512) \
-	NIBS(20+32*p, 1024*p+64, 1024*p+576) \
-	NIBS(24+32*p, 1024*p+128, 1024*p+640) \
-	NIBS(28+32*p, 1024*p+192, 1024*p+704) \
-	NIBS(32+32*p, 1024*p+256, 1024*p+768) \
-	NIBS(36+32*p, 1024*p+320, 1024*p+832) \
-	NIBS(40+32*p, 1024*p+384, 1024*p+896) \
-	NIBS(44+32*p, 1024*p+448, 1024*p+960)
-
-// func unpackQ4_KAsm(w *byte, stride, nb int, q *byte)
-TEXT ·unpackQ4_KAsm(SB), NOSPLIT, $0-32
-	MOVQ w+0(FP), SI
-	MOVQ stride+8(FP), AX
-	MOVQ nb+16(FP), CX
-	MOVQ q+24(FP), DI
-	ROWOFFS
-	VPBROADCASTD unpackNib<>(SB), Z30
-q4k:
-	K4PAIR(0)
-	K4PAIR(1)
-	K4PAIR(2)
-	K4PAIR(3)
-	ADDQ $144, SI
-	ADDQ $4096, DI
-	DECQ CX
-	JNZ  q4k
-	VZEROUPPER
-	RET
-
-// Q6_K: for half h and column l (a multiple of 4 below 32), ql[64h+l] holds
-// k=0 (low nibble) and k=2 (high), ql[64h+32+l] k=1 and k=3, qh[32h+l] the
-// top two bits of k at bits 2k; element 128h+32k+l lies in 16-sub-block
-// e = 8h+2k+l/16, group (l%16)/4, at byte ((16b+e)·4+(l%16)/4)·64 of the
-// super-block's 4096 in the panel, b its index. Z30 holds 0x0f, Z29 0x03.
-
-// Q6OUT stores nibbles zn with the two bits of zh at 2k into sub-block
-// e, group g. Uses Z4.
-#define Q6OUT(zn, k, e, g) \
-	VPSRLD    $(2*(k)), Z3, Z4 \
-	VPANDD    Z29, Z4, Z4 \
-	VPSLLD    $4, Z4, Z4 \
-	VPORD     zn, Z4, Z4 \
-	VMOVDQU32 Z4, (((e)*4+(g))*64)(DI)
-
-// Q6COL handles half h, column l (sub-block offset e0 = 8h + l/16, group g).
-#define Q6COL(h, l, e0, g) \
-	GATHER(64*h+l, SI, Z1) \
-	GATHER(64*h+32+l, SI, Z2) \
-	GATHER(128+32*h+l, SI, Z3) \
-	VPANDD Z30, Z1, Z5 \
-	VPSRLD $4, Z1, Z1 \
-	VPANDD Z30, Z1, Z6 \
-	VPANDD Z30, Z2, Z7 \
-	VPSRLD $4, Z2, Z2 \
-	VPANDD Z30, Z2, Z8 \
-	Q6OUT(Z5, 0, e0, g) \
-	Q6OUT(Z7, 1, e0+2, g) \
-	Q6OUT(Z6, 2, e0+4, g) \
-	Q6OUT(Z8, 3, e0+6, g)
-
-#define Q6HALF(h) \
-	Q6COL(h, 0, 8*h, 0) \
-	Q6COL(h, 4, 8*h, 1) \
-	Q6COL(h, 8, 8*h, 2) \
-	Q6COL(h, 12, 8*h, 3) \
-	Q6COL(h, 16, 8*h+1, 0) \
-	Q6COL(h, 20, 8*h+1, 1) \
-	Q6COL(h, 24, 8*h+1, 2) \
-	Q6COL(h, 28, 8*h+1, 3)
-
-// func unpackQ6_KAsm(w *byte, stride, nb int, q *byte)
-TEXT ·unpackQ6_KAsm(SB), NOSPLIT, $0-32
-	MOVQ w+0(FP), SI
-	MOVQ stride+8(FP), AX
-	MOVQ nb+16(FP), CX
-	MOVQ q+24(FP), DI
-	ROWOFFS
-	VPBROADCASTD unpackNib<>(SB), Z30
-	VPBROADCASTD unpackTwo<>(SB), Z29
-q6k:
-	Q6HALF(0)
-	Q6HALF(1)
-	ADDQ $210, SI
-	ADDQ $4096, DI
-	DECQ CX
-	JNZ  q6k
 	VZEROUPPER
 	RET
 
