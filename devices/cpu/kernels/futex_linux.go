@@ -7,15 +7,24 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
-// futexes is how a Pool's workers sleep between jobs on Linux: each on its
-// own OS thread, in a futex wait on a generation word; Run bumps it and
-// wakes as many workers as the job has chunks for, in one system call.
-// With channels, Go's scheduler starts woken goroutines one after another
-// (it lets one idle thread look for work at a time), which at 16 threads
-// cost tens of microseconds per job, hundreds of times per decode step.
+// futexes is how a Pool's workers wait between jobs on Linux: each on its
+// own OS thread, first spinning on a generation word for up to spinWait,
+// then asleep in a futex wait on it; Run bumps the word and, if any worker
+// sleeps, wakes as many as the job has chunks for in one system call. With
+// channels, Go's scheduler starts woken goroutines one after another (it
+// lets one idle thread look for work at a time), which at 16 threads cost
+// tens of microseconds per job, hundreds of times per decode step.
+//
+// The spin matters as much: on the 2-core CI kind (a virtual machine) a
+// sleeping thread takes tens of microseconds to wake, longer than most of a
+// decode step's jobs, so a pool whose worker slept between jobs ran them on
+// the caller alone. Spinning only briefly keeps what sleeping gives under a
+// competing load: a worker that finds no job within spinWait stops taking
+// CPU time from other processes.
 //
 // Run waits for the job's chunks to be done, not for every woken worker to
 // report: a worker the OS has not run yet (on a machine busy with other
@@ -24,12 +33,15 @@ import (
 // sequence number and a count of workers inside a slot (a seqlock) keep a
 // late worker from claiming from a slot that Run is refilling.
 type futexes struct {
-	gen    atomic.Uint32 // the futex word workers sleep on
-	done   atomic.Uint32 // the futex word Run sleeps on
-	cur    atomic.Pointer[jobSlot]
-	slots  [2]jobSlot
-	jobs   uint64
-	closed atomic.Bool
+	gen      atomic.Uint32 // the futex word workers wait on
+	sleepers atomic.Int32  // workers in (or entering) a futex wait on gen
+	_        [56]byte      // gen is polled; keep it off the slots' line
+	done     atomic.Uint32 // the futex word Run sleeps on
+	waiting  atomic.Bool   // Run is in (or entering) a futex wait on done
+	cur      atomic.Pointer[jobSlot]
+	slots    [2]jobSlot
+	jobs     uint64
+	closed   atomic.Bool
 }
 
 // jobSlot is one job: its task, range and chunking, the next unclaimed
@@ -52,9 +64,34 @@ const (
 // futexFrom is the fewest workers for which a pool uses futexes. Measured
 // side by side (TinyLlama Q4_0): on the 16-core H100 host decode went from
 // 47 to 61 tok/s at 8 threads and from 48 to 70 at 16, and from 12.4 to
-// 18.3 under a competing load on every core; on the 2-core CI kind, with one
-// worker, channels were as fast in decode and about 10% faster in prefill.
-const futexFrom = 3
+// 18.3 under a competing load on every core, before the spin; on the 2-core
+// CI kind, with the spin, from 31-33 to 42 tok/s.
+const futexFrom = 1
+
+// spinWait is how long a worker polls for the next job, and Run for the
+// last chunk of its job, before sleeping. A decode step's jobs follow each
+// other within microseconds; 50 µs covers those gaps, and is short next to
+// the scheduler's time slice, so a competing process loses little.
+const spinWait = 50 * time.Microsecond
+
+// spin polls cond, with a PAUSE between polls, until it holds or spinWait
+// has passed; it reports whether cond held.
+func spin(cond func() bool) bool {
+	var start time.Time
+	for i := 0; ; i++ {
+		if cond() {
+			return true
+		}
+		relax()
+		if i%64 == 63 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > spinWait {
+				return false
+			}
+		}
+	}
+}
 
 func newFutexes(workers int) *futexes {
 	if workers < futexFrom {
@@ -88,14 +125,20 @@ func (f *futexes) run(p *Pool, t task, n, chunk, workers int) {
 	s.seq.Add(1) // even: ready
 	f.cur.Store(s)
 	f.gen.Add(1)
-	futexWake(&f.gen, workers)
+	if n := min(int(f.sleepers.Load()), workers); n > 0 {
+		futexWake(&f.gen, n)
+	}
 	f.claim(p, s)
-	for {
-		d := f.done.Load()
-		if s.left.Load() == 0 {
-			break
+	if !spin(func() bool { return s.left.Load() == 0 }) {
+		for {
+			d := f.done.Load()
+			f.waiting.Store(true)
+			if s.left.Load() == 0 {
+				break
+			}
+			futexWait(&f.done, d)
 		}
-		futexWait(&f.done, d)
+		f.waiting.Store(false)
 	}
 	s.t = nil
 }
@@ -111,7 +154,9 @@ func (f *futexes) claim(p *Pool, s *jobSlot) {
 		p.chunkRun(s.t, lo, min(lo+s.chunk, s.n))
 		if s.left.Add(-1) == 0 {
 			f.done.Add(1)
-			futexWake(&f.done, 1)
+			if f.waiting.Load() {
+				futexWake(&f.done, 1)
+			}
 		}
 	}
 }
@@ -130,10 +175,13 @@ func (p *Pool) workFutex() {
 	var seen uint32 // gen starts at 0, whenever this goroutine starts
 	for {
 		g := f.gen.Load()
-		if g == seen {
-			futexWait(&f.gen, seen)
+		if g == seen && !spin(func() bool { return f.gen.Load() != seen }) {
+			f.sleepers.Add(1)
+			futexWait(&f.gen, seen) // returns at once if gen moved on
+			f.sleepers.Add(-1)
 			continue
 		}
+		g = f.gen.Load()
 		if f.closed.Load() {
 			return
 		}
