@@ -91,7 +91,9 @@ func (d *Device) run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 	case ops.Embed:
 		return d.embed(op, w, st, ob.F)
 	case ops.RMSNorm:
-		rmsNorm(ins[0], w.f32, op.Eps, ob.F)
+		d.rows(ins[0], len(w.f32), func(lo, hi int) {
+			rmsNorm(ins[0][lo:hi], w.f32, op.Eps, ob.F[lo:hi])
+		})
 	case ops.MatMul:
 		n := len(ins[0]) / w.w.Cols
 		pk, err := d.packedWeight(w)
@@ -106,23 +108,65 @@ func (d *Device) run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 			kernels.MatMul(d.pool, w.w.Type, w.raw, w.w.Rows, w.w.Cols, ins[0], n, ob.F)
 		}
 	case ops.RoPE:
-		copy(ob.F, ins[0])
-		rope(ob.F, len(st.Tokens), op.Rope, st.Pos)
+		n := len(st.Tokens)
+		width := len(ins[0]) / n
+		d.rows(ins[0], width, func(lo, hi int) {
+			copy(ob.F[lo:hi], ins[0][lo:hi])
+			rope(ob.F[lo:hi], (hi-lo)/width, op.Rope, st.Pos+lo/width)
+		})
 	case ops.Attention:
 		return d.attention(op, st, ins[0], ins[1], ins[2], ob.F)
 	case ops.SiLUMul:
-		siluMul(ins[0], ins[1], ob.F)
+		// Row by row, as ggml_vec_swiglu_f32 is called: a row's last
+		// len%16 elements take libm's expf.
+		d.rows(ins[0], len(ins[0])/len(st.Tokens), func(lo, hi int) {
+			siluMulRows(ins[0][lo:hi], ins[1][lo:hi], ob.F[lo:hi], len(ins[0])/len(st.Tokens))
+		})
 	case ops.Add:
-		a, b, o := ins[0], ins[1], ob.F
-		for i := range o {
-			o[i] = a[i] + b[i]
-		}
+		a, b := ins[0], ins[1]
+		d.elems(len(ob.F), func(lo, hi int) {
+			o := ob.F[lo:hi]
+			for i := range o {
+				o[i] = a[lo+i] + b[lo+i]
+			}
+		})
 	case ops.LastRow:
 		copy(ob.F, ins[0][len(ins[0])-len(ob.F):])
 	default:
 		return fmt.Errorf("cpu: op %s: %w kind", op, devices.ErrUnsupported)
 	}
 	return nil
+}
+
+// parallelFrom is the fewest elements an element-wise op spreads over the
+// pool: a decode step's vectors (a few thousand) cost less than a hand-off,
+// a prompt's (a million and more) would leave the other threads idle while
+// one works through them (at 16 threads, they were a third of prefill).
+const parallelFrom = 1 << 15
+
+// rows runs fn over x's rows of width elements, as element ranges [lo, hi)
+// of whole rows, spread over the pool where x is large.
+func (d *Device) rows(x []float32, width int, fn func(lo, hi int)) {
+	n := len(x) / width
+	if len(x) < parallelFrom || n < 2 {
+		fn(0, n*width)
+		return
+	}
+	d.pool.Run(n, func(lo, hi int) { fn(lo*width, hi*width) })
+}
+
+// elems runs fn over [0, n) in ranges whose bounds are multiples of 64
+// elements (whole vectors of any kernel, so that each element's result is
+// what one call over all of them gives), spread over the pool where n is
+// large.
+func (d *Device) elems(n int, fn func(lo, hi int)) {
+	if n < parallelFrom {
+		fn(0, n)
+		return
+	}
+	const step = 64
+	blocks := (n + step - 1) / step
+	d.pool.Run(blocks, func(lo, hi int) { fn(lo*step, min(hi*step, n)) })
 }
 
 func (d *Device) embed(op *ops.Op, w *weight, st ops.Step, out []float32) error {
@@ -215,6 +259,13 @@ func siluMul(g, u, out []float32) {
 	for i := n; i < len(g); i++ {
 		x := g[i]
 		out[i] = x / (1 + expf(-x)) * u[i]
+	}
+}
+
+// siluMulRows is siluMul on each row of width elements.
+func siluMulRows(g, u, out []float32, width int) {
+	for r := 0; r+width <= len(g); r += width {
+		siluMul(g[r:r+width], u[r:r+width], out[r:r+width])
 	}
 }
 

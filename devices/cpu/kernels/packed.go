@@ -172,22 +172,32 @@ func (pk *Packed) MatMul(p *Pool, x []float32, n int, y []float32) {
 	// sub-block of 32 (Σ of two of Q8_K's sums of 16).
 	per := bc / 32
 	s.off = grow(s.off, n*nb*per)
-	for i := range xs {
-		off := s.off[i*nb*per : (i+1)*nb*per]
-		if pk.Type == quant.Q4_K {
-			for j := range off {
-				off[j] = int32(xs[i].bs[2*j]) + int32(xs[i].bs[2*j+1])
+	offsets := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			off := s.off[i*nb*per : (i+1)*nb*per]
+			if pk.Type == quant.Q4_K {
+				for j := range off {
+					off[j] = int32(xs[i].bs[2*j]) + int32(xs[i].bs[2*j+1])
+				}
+				continue
 			}
-			continue
-		}
-		q := xs[i].q
-		for b := range nb {
-			var sum int32
-			for _, v := range q[32*b : 32*b+32] {
-				sum += int32(v)
+			q := xs[i].q
+			for b := range nb {
+				var sum int32
+				for _, v := range q[32*b : 32*b+32] {
+					sum += int32(v)
+				}
+				off[b] = 8 * sum
 			}
-			off[b] = 8 * sum
 		}
+	}
+	// A prompt's inputs are laid out in parallel: at 16 threads, done by
+	// the caller alone, they left the other threads idle for a tenth of a
+	// Q4_K_M prefill.
+	if n == 1 {
+		offsets(0, 1)
+	} else {
+		p.Run(n, offsets)
 	}
 	// Q4_K inputs in groups of four (llama.cpp's GEMM order) go through the
 	// four-input kernel, laid out for it once here.
@@ -197,9 +207,11 @@ func (pk *Packed) MatMul(p *Pool, x []float32, n int, y []float32) {
 			s.ktiles = make([]kTile, n/4)
 		}
 		tiles = s.ktiles[:n/4]
-		for j := range tiles {
-			tiles[j].fill(xs[4*j:4*j+4], s.off[4*j*nb*per:], nb)
-		}
+		p.Run(len(tiles), func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				tiles[j].fill(xs[4*j:4*j+4], s.off[4*j*nb*per:], nb)
+			}
+		})
 	}
 	s.pt = packedTask{pk: pk, x: xs, off: s.off, y: y, k4: tiles}
 	p.runTask(&s.pt, pk.Rows/panelRows, 1)
