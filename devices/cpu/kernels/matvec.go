@@ -27,6 +27,9 @@ type kernel struct {
 	rowsN func(w []byte, stride int, x *xrow, y []float32)
 	// gemm, if set, multiplies batches of gemmMin or more inputs (gemm.go).
 	gemm *gemmSpec
+	// rows4, if set, multiplies four inputs at once as rows does each
+	// (batch4.go).
+	rows4 rows4Func
 }
 
 // kernelFor holds the kernel of each supported type; the portable Go ones are
@@ -94,7 +97,7 @@ func (p *Pool) matMul(k *kernel, w []byte, rows, cols int, x []float32, n int, y
 		return
 	}
 	stride := len(w) / rows
-	s.mm = matTask{k: k, w: w, stride: stride, x: xs, rows: rows, y: y}
+	s.mm = matTask{k: k, w: w, stride: stride, x: xs, rows: rows, y: y, tiles: s.batch4(p, k, xs, cols)}
 	s.mm.tile = max(1, tileBytes/stride)
 	p.runTask(&s.mm, rows, 1)
 	s.mm = matTask{}
@@ -114,17 +117,26 @@ type matTask struct {
 	x      []xrow
 	rows   int
 	y      []float32
+	tiles  []byte // the inputs in groups of four for k.rows4, or nil
 }
 
 func (m *matTask) run(lo, hi int) {
+	groups, nb := 0, len(m.x[0].d)
+	if m.tiles != nil {
+		groups = len(m.x) / 4
+	}
 	for t := lo; t < hi; t += m.tile {
 		te := min(t+m.tile, hi)
 		w := m.w[t*m.stride : te*m.stride]
+		for g := range groups {
+			tile := m.tiles[g*len(m.tiles)/groups : (g+1)*len(m.tiles)/groups]
+			m.k.rows4(w, m.stride, te-t, tile, nb, m.y[4*g*m.rows+t:], m.rows)
+		}
 		rows := m.k.rows
 		if len(m.x) > 1 && m.k.rowsN != nil {
 			rows = m.k.rowsN
 		}
-		for i := range m.x {
+		for i := 4 * groups; i < len(m.x); i++ {
 			rows(w, m.stride, &m.x[i], m.y[i*m.rows+t:i*m.rows+te])
 		}
 	}
@@ -142,6 +154,9 @@ type scratch struct {
 	qt quantTask
 
 	tiles  []inTile
+	t4     []byte // batch4's tiles
+	tt     tile4Task
+	lt     layoutTask
 	off    []int32
 	ktiles []kTile
 	pt     packedTask

@@ -172,50 +172,63 @@ func (pk *Packed) MatMul(p *Pool, x []float32, n int, y []float32) {
 	// sub-block of 32 (Σ of two of Q8_K's sums of 16).
 	per := bc / 32
 	s.off = grow(s.off, n*nb*per)
-	offsets := func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			off := s.off[i*nb*per : (i+1)*nb*per]
-			if pk.Type == quant.Q4_K {
-				for j := range off {
-					off[j] = int32(xs[i].bs[2*j]) + int32(xs[i].bs[2*j+1])
-				}
-				continue
-			}
-			q := xs[i].q
-			for b := range nb {
-				var sum int32
-				for _, v := range q[32*b : 32*b+32] {
-					sum += int32(v)
-				}
-				off[b] = 8 * sum
-			}
-		}
-	}
 	// A prompt's inputs are laid out in parallel: at 16 threads, done by
 	// the caller alone, they left the other threads idle for a tenth of a
-	// Q4_K_M prefill.
-	if n == 1 {
-		offsets(0, 1)
-	} else {
-		p.Run(n, offsets)
-	}
-	// Q4_K inputs in groups of four (llama.cpp's GEMM order) go through the
-	// four-input kernel, laid out for it once here.
+	// Q4_K_M prefill. Q4_K inputs in groups of four (llama.cpp's GEMM
+	// order) go through the four-input kernel, laid out for it here.
 	var tiles []kTile
 	if pk.Type == quant.Q4_K && n >= 4 {
 		if cap(s.ktiles) < n/4 {
 			s.ktiles = make([]kTile, n/4)
 		}
 		tiles = s.ktiles[:n/4]
-		p.Run(len(tiles), func(lo, hi int) {
-			for j := lo; j < hi; j++ {
-				tiles[j].fill(xs[4*j:4*j+4], s.off[4*j*nb*per:], nb)
-			}
-		})
 	}
+	s.lt = layoutTask{k4: pk.Type == quant.Q4_K, x: xs, off: s.off, nb: nb, per: per}
+	p.runTask(&s.lt, n, 1)
+	s.lt.tiles = tiles
+	p.runTask(&s.lt, len(tiles), 1)
+	s.lt = layoutTask{}
 	s.pt = packedTask{pk: pk, x: xs, off: s.off, y: y, k4: tiles}
 	p.runTask(&s.pt, pk.Rows/panelRows, 1)
 	s.pt = packedTask{}
+}
+
+// layoutTask lays out a packed mat-mul's inputs: without tiles, each
+// input's offsets (Q4_0: 8·Σq per block; Q4_K: its sums per sub-block of
+// 32); with them, each group of four inputs as a kTile.
+type layoutTask struct {
+	k4      bool
+	x       []xrow
+	off     []int32
+	nb, per int
+	tiles   []kTile
+}
+
+func (l *layoutTask) run(lo, hi int) {
+	nb, per := l.nb, l.per
+	if l.tiles != nil {
+		for j := lo; j < hi; j++ {
+			l.tiles[j].fill(l.x[4*j:4*j+4], l.off[4*j*nb*per:], nb)
+		}
+		return
+	}
+	for i := lo; i < hi; i++ {
+		off := l.off[i*nb*per : (i+1)*nb*per]
+		if l.k4 {
+			for j := range off {
+				off[j] = int32(l.x[i].bs[2*j]) + int32(l.x[i].bs[2*j+1])
+			}
+			continue
+		}
+		q := l.x[i].q
+		for b := range nb {
+			var sum int32
+			for _, v := range q[32*b : 32*b+32] {
+				sum += int32(v)
+			}
+			off[b] = 8 * sum
+		}
+	}
 }
 
 // kTile is four inputs laid out for gemmPackedK4: per super-block the 64
