@@ -310,3 +310,56 @@ func TestReleaseOnlyDropsFileMappings(t *testing.T) {
 		}
 	}
 }
+
+// TestElementwiseSpread checks that the element-wise ops a prompt spreads
+// over the pool give exactly what one thread gives, on buffers large enough
+// to be spread and on the last layer's one-row FFN inside a many-token step
+// (its SiLU·mul reads one row although the step has many tokens).
+func TestElementwiseSpread(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	one, many := New("cpu", 1), New("cpu", 3)
+	defer one.Close()
+	defer many.Close()
+	const n, width, ffn = 40, 1024, 1003
+	norm := randVec(r, width)
+	cases := []struct {
+		name string
+		op   *ops.Op
+		out  int
+		ins  [][]float32
+	}{
+		{"rms_norm", &ops.Op{Kind: ops.RMSNorm, Name: "norm", Weight: &ops.Weight{Name: "w", Type: quant.F32, Rows: 1, Cols: width}, Eps: 1e-5}, n * width, [][]float32{randVec(r, n*width)}},
+		{"rope", &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: ops.RopeParams{HeadDim: 64, Dims: 64, Base: 10000}}, n * width, [][]float32{randVec(r, n*width)}},
+		{"silu_mul", &ops.Op{Kind: ops.SiLUMul, Name: "silu"}, n * ffn, [][]float32{randVec(r, n*ffn), randVec(r, n*ffn)}},
+		{"silu_mul one row", &ops.Op{Kind: ops.SiLUMul, Name: "silu"}, ffn, [][]float32{randVec(r, ffn), randVec(r, ffn)}},
+		{"add", &ops.Op{Kind: ops.Add, Name: "add"}, n * width, [][]float32{randVec(r, n*width), randVec(r, n*width)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.op.Weight != nil {
+				for _, d := range []*Device{one, many} {
+					if err := d.LoadWeight(c.op.Weight, f32bytes(norm)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			st := ops.Step{Tokens: make([]int32, n), Pos: 7}
+			want := run(t, one, c.op, st, c.out, c.ins...)
+			got := run(t, many, c.op, st, c.out, c.ins...)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("element %d: 3 threads %g, 1 thread %g", i, got[i], want[i])
+				}
+			}
+			if c.op.Kind == ops.SiLUMul {
+				g, u := c.ins[0], c.ins[1]
+				for i := range want {
+					x := float64(g[i])
+					if e := math.Abs(float64(want[i]) - x/(1+math.Exp(-x))*float64(u[i])); e > 1e-5*(1+math.Abs(float64(want[i]))) {
+						t.Fatalf("element %d: %g, silu·mul %g", i, want[i], x/(1+math.Exp(-x))*float64(u[i]))
+					}
+				}
+			}
+		})
+	}
+}

@@ -117,10 +117,11 @@ func (d *Device) run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 	case ops.Attention:
 		return d.attention(op, st, ins[0], ins[1], ins[2], ob.F)
 	case ops.SiLUMul:
-		// Row by row, as ggml_vec_swiglu_f32 is called: a row's last
-		// len%16 elements take libm's expf.
-		d.rows(ins[0], len(ins[0])/len(st.Tokens), func(lo, hi int) {
-			siluMulRows(ins[0][lo:hi], ins[1][lo:hi], ob.F[lo:hi], len(ins[0])/len(st.Tokens))
+		// The op does not know its rows (the last layer's FFN runs on the
+		// last token alone), so the buffer is one vector, as before: its
+		// elements are what one call gives, whatever the chunks.
+		d.elems(len(ob.F), func(lo, hi int) {
+			siluMul(ins[0][lo:hi], ins[1][lo:hi], ob.F[lo:hi])
 		})
 	case ops.Add:
 		a, b := ins[0], ins[1]
@@ -259,13 +260,6 @@ func siluMul(g, u, out []float32) {
 	for i := n; i < len(g); i++ {
 		x := g[i]
 		out[i] = x / (1 + expf(-x)) * u[i]
-	}
-}
-
-// siluMulRows is siluMul on each row of width elements.
-func siluMulRows(g, u, out []float32, width int) {
-	for r := 0; r+width <= len(g); r += width {
-		siluMul(g[r:r+width], u[r:r+width], out[r:r+width])
 	}
 }
 
