@@ -28,9 +28,14 @@ var codecs = map[Type]codec{
 	Q5_0: {dequantizeQ5_0, quantizeQ5_0},
 	Q5_1: {dequantizeQ5_1, quantizeQ5_1},
 	Q8_0: {dequantizeQ8_0, quantizeQ8_0},
+	Q2_K: {dequantizeQ2_K, quantizeQ2_K},
+	Q3_K: {dequantizeQ3_K, quantizeQ3_K},
 	Q4_K: {dequantizeQ4_K, quantizeQ4_K},
 	Q5_K: {dequantizeQ5_K, quantizeQ5_K},
 	Q6_K: {dequantizeQ6_K, quantizeQ6_K},
+
+	IQ4_NL: {dequantizeIQ4_NL, quantizeIQ4_NL},
+	IQ4_XS: {dequantizeIQ4_XS, quantizeIQ4_XS},
 }
 
 // Dequantize decodes len(dst) elements of type t from src into dst. len(dst)
@@ -49,8 +54,10 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 // Quantize encodes the elements of src as type t into dst. len(src) must be a
 // multiple of t's block size and len(dst) exactly RowBytes(t, len(src)). The
 // bytes are those of llama.cpp's reference quantizers (quantize_row_*_ref),
-// which llama-quantize uses when it is given no importance matrix; F16 and
-// BF16 round to nearest even as ggml's conversions do.
+// which llama-quantize uses when it is given no importance matrix (for IQ4_NL
+// and IQ4_XS, what ggml_quantize_chunk does then: quantize_iq4_nl and
+// quantize_iq4_xs without weights); F16 and BF16 round to nearest even as
+// ggml's conversions do.
 func Quantize(t Type, src []float32, dst []byte) error {
 	c, err := check("quantize", t, len(src), len(dst))
 	if err != nil {

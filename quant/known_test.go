@@ -177,6 +177,67 @@ func TestKnownBlocks(t *testing.T) {
 			return 0.125 * float64(int8(blk[192+i/16])) * float64(lo+hi-32)
 		})
 	})
+	// Q2_K and Q3_K: element i = 128h + 32k + l (half h, l = 0..31) has its
+	// two low bits at bits 2k..2k+1 of quant byte 32h + l, and its scale in
+	// sub-block i/16.
+	lowBits := func(qs []byte, i int) int {
+		h, k, l := i/128, i%128/32, i%32
+		return int(qs[32*h+l] >> (2 * k) & 3)
+	}
+	t.Run("Q2_K", func(t *testing.T) {
+		blk := pattern(84, 9) // scales: every nibble pair, so every scale and min
+		putF16(blk[80:], f16Eighth)
+		putF16(blk[82:], f16Quarter)
+		checkDequant(t, Q2_K, blk, func(i int) float64 {
+			sc, m := blk[i/16]&15, blk[i/16]>>4
+			return 0.125*float64(sc)*float64(lowBits(blk[16:], i)) - 0.25*float64(m)
+		})
+	})
+	t.Run("Q3_K", func(t *testing.T) {
+		blk := pattern(110, 10)
+		putF16(blk[108:], f16Eighth)
+		// The scales as dequantize_row_q3_K unpacks them: four words, whose
+		// bytes are the sixteen 6-bit scales, from three.
+		var aux [3]uint32
+		for w := range aux {
+			aux[w] = binary.LittleEndian.Uint32(blk[96+4*w:])
+		}
+		const m1, m2 = 0x03030303, 0x0f0f0f0f
+		words := [4]uint32{
+			aux[0]&m2 | (aux[2]>>0&m1)<<4,
+			aux[1]&m2 | (aux[2]>>2&m1)<<4,
+			aux[0]>>4&m2 | (aux[2]>>4&m1)<<4,
+			aux[1]>>4&m2 | (aux[2]>>6&m1)<<4,
+		}
+		scale := func(s int) int { return int(words[s/4]>>(8*(s%4))&0xff) - 32 }
+		checkDequant(t, Q3_K, blk, func(i int) float64 {
+			q := lowBits(blk[32:], i)
+			if blk[i%32]>>(i/32)&1 == 0 { // hmask bit i/32 of byte i%32
+				q -= 4
+			}
+			return 0.125 * float64(scale(i/16)) * float64(q)
+		})
+		for s := range 16 {
+			if got := ScaleK3(s, blk[96:108]); int(got) != scale(s) {
+				t.Errorf("ScaleK3(%d) = %d, want %d", s, got, scale(s))
+			}
+		}
+	})
+	levels := [16]float64{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+	t.Run("IQ4_NL", func(t *testing.T) {
+		blk := pattern(18, 11)
+		putF16(blk, f16Half)
+		checkDequant(t, IQ4_NL, blk, func(i int) float64 { return 0.5 * levels[nibble(blk[2:], i)] })
+	})
+	t.Run("IQ4_XS", func(t *testing.T) {
+		blk := pattern(136, 12)
+		putF16(blk, f16Eighth)
+		checkDequant(t, IQ4_XS, blk, func(i int) float64 {
+			j := i / 32
+			ls := int(blk[4+j/2]>>(4*(j%2))&15) | int(binary.LittleEndian.Uint16(blk[2:])>>(2*j)&3)<<4
+			return 0.125 * float64(ls-32) * levels[nibble(blk[8+16*j:], i%32)]
+		})
+	})
 }
 
 // TestKnownQuantize pins a few quantized blocks computed by hand from the
@@ -199,6 +260,27 @@ func TestKnownQuantize(t *testing.T) {
 		for i, v := range x {
 			if int8(q[2+i]) != int8(v) {
 				t.Errorf("q[%d] = %d, want %d", i, int8(q[2+i]), int8(v))
+			}
+		}
+	})
+	t.Run("IQ4_NL", func(t *testing.T) {
+		// The levels themselves, -127 the signed maximum: of the scales
+		// tried, 1/d = (0-127)/-127 fits exactly, so d = 1 and each quant is
+		// its level's index.
+		x := make([]float32, 32)
+		for i := range x {
+			x[i] = float32(IQ4Levels[(i*7)%16])
+		}
+		q := make([]byte, 18)
+		if err := Quantize(IQ4_NL, x, q); err != nil {
+			t.Fatal(err)
+		}
+		if d := binary.LittleEndian.Uint16(q); d != 0x3c00 {
+			t.Errorf("d = %#04x, want 0x3c00 (1.0)", d)
+		}
+		for i, v := range x {
+			if got := IQ4Levels[nibble(q[2:], i)]; float32(got) != v {
+				t.Errorf("element %d: level %d, want %g", i, got, v)
 			}
 		}
 	})

@@ -4,7 +4,7 @@ import (
 	"math"
 )
 
-// Shared pieces of the K-quants (Q4_K, Q5_K, Q6_K): super-blocks of QK_K = 256
+// Shared pieces of the K-quants (Q2_K to Q6_K): super-blocks of QK_K = 256
 // elements split into sub-blocks whose scales are themselves quantized.
 //
 // Every product that feeds an addition is wrapped in float32(...): Go may
@@ -66,7 +66,7 @@ func kScalesMins(x []float32, L []uint8, scales []byte, nmax int, rmin float32, 
 		for l, v := range xs {
 			weights[l] = avX + abs32(v)
 		}
-		subScales[j], subMins[j] = makeQKX2(nmax, xs, weights[:], L[32*j:32*j+32], rmin, 0.1, nstep)
+		subScales[j], subMins[j] = makeQKX2(nmax, xs, weights[:], L[32*j:32*j+32], rmin, 0.1, nstep, false)
 		if subScales[j] > maxScale {
 			maxScale = subScales[j]
 		}
@@ -109,11 +109,19 @@ func kRequantize(x []float32, L []uint8, scales []byte, d, dmin uint16, nmax int
 	}
 }
 
-// makeQKX2 is llama.cpp's make_qkx2_quants with use_mad false: it fits
-// x ≈ scale*L - min with L in 0..nmax and min >= 0, minimizing the weighted
-// squared error over a small grid of candidate scales. It returns the scale
-// and the min (as a positive offset), and fills L.
-func makeQKX2(nmax int, x, weights []float32, L []uint8, rmin, rdelta float32, nstep int) (scale, theMin float32) {
+// makeQKX2 is llama.cpp's make_qkx2_quants: it fits x ≈ scale*L - min with
+// L in 0..nmax and min >= 0, minimizing the weighted squared error (the
+// weighted absolute error if mad) over a small grid of candidate scales. It
+// returns the scale and the min (as a positive offset), and fills L; x is at
+// most 32 long.
+func makeQKX2(nmax int, x, weights []float32, L []uint8, rmin, rdelta float32, nstep int, mad bool) (scale, theMin float32) {
+	// errTerm is the error measure of diff: |diff| if mad, else diff².
+	errTerm := func(diff float32) float32 {
+		if mad {
+			return abs32(diff)
+		}
+		return float32(diff * diff)
+	}
 	n := len(x)
 	lo, hi := x[0], x[0]
 	sumW := weights[0]
@@ -144,7 +152,7 @@ func makeQKX2(nmax int, x, weights []float32, L []uint8, rmin, rdelta float32, n
 		l := nearestInt(float32(iscale * (v - lo)))
 		L[i] = uint8(max(0, min(int32(nmax), l)))
 		diff := float32(float32(scale*float32(L[i]))+lo) - v
-		bestError += float32(weights[i] * float32(diff*diff))
+		bestError += float32(weights[i] * errTerm(diff))
 	}
 	if nstep < 1 {
 		return scale, -lo
@@ -174,7 +182,7 @@ func makeQKX2(nmax int, x, weights []float32, L []uint8, rmin, rdelta float32, n
 			var curError float32
 			for i, v := range x {
 				diff := float32(float32(thisScale*float32(laux[i]))+thisMin) - v
-				curError += float32(weights[i] * float32(diff*diff))
+				curError += float32(weights[i] * errTerm(diff))
 			}
 			if curError < bestError {
 				copy(L[:n], laux[:n])

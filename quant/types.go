@@ -15,21 +15,23 @@ type Type uint32
 // GGML type ids (ggml.h). Only the ones listed in supported have codecs here;
 // the rest are named so that errors can say which type a file used.
 const (
-	F32  Type = 0
-	F16  Type = 1
-	Q4_0 Type = 2
-	Q4_1 Type = 3
-	Q5_0 Type = 6
-	Q5_1 Type = 7
-	Q8_0 Type = 8
-	Q8_1 Type = 9
-	Q2_K Type = 10
-	Q3_K Type = 11
-	Q4_K Type = 12
-	Q5_K Type = 13
-	Q6_K Type = 14
-	Q8_K Type = 15
-	BF16 Type = 30
+	F32    Type = 0
+	F16    Type = 1
+	Q4_0   Type = 2
+	Q4_1   Type = 3
+	Q5_0   Type = 6
+	Q5_1   Type = 7
+	Q8_0   Type = 8
+	Q8_1   Type = 9
+	Q2_K   Type = 10
+	Q3_K   Type = 11
+	Q4_K   Type = 12
+	Q5_K   Type = 13
+	Q6_K   Type = 14
+	Q8_K   Type = 15
+	IQ4_NL Type = 20
+	IQ4_XS Type = 23
+	BF16   Type = 30
 )
 
 // QK_K is the super-block size of the K-quants.
@@ -52,12 +54,15 @@ var layouts = map[Type]layout{
 	Q5_1: {"Q5_1", 32, 24, true},
 	Q8_0: {"Q8_0", 32, 34, true},
 	Q8_1: {"Q8_1", 32, 36, false},
-	Q2_K: {"Q2_K", QK_K, 84, false},
-	Q3_K: {"Q3_K", QK_K, 110, false},
+	Q2_K: {"Q2_K", QK_K, 84, true},
+	Q3_K: {"Q3_K", QK_K, 110, true},
 	Q4_K: {"Q4_K", QK_K, 144, true},
 	Q5_K: {"Q5_K", QK_K, 176, true},
 	Q6_K: {"Q6_K", QK_K, 210, true},
 	Q8_K: {"Q8_K", QK_K, 292, false},
+
+	IQ4_NL: {"IQ4_NL", 32, 18, true},
+	IQ4_XS: {"IQ4_XS", QK_K, 136, true},
 }
 
 // String returns llama.cpp's name for the type, or "type(N)" for an unknown id.

@@ -264,7 +264,7 @@ func TestSupports(t *testing.T) {
 		{&ops.Op{Kind: ops.RoPE, Name: "blk.0.rope_q"}, "position"},
 		{&ops.Op{Kind: ops.Attention, Name: "blk.0.attn"}, "KV cache"},
 		{&ops.Op{Kind: ops.LastRow, Name: "last"}, "last (last_row)"},
-		{&ops.Op{Kind: ops.MatMul, Name: "mm2", Weight: &ops.Weight{Name: "w", Type: quant.Q2_K, Rows: 1, Cols: 256}}, "Q2_K"},
+		{&ops.Op{Kind: ops.MatMul, Name: "mm2", Weight: &ops.Weight{Name: "w", Type: quant.Q8_K, Rows: 1, Cols: 256}}, "Q8_K"},
 	} {
 		err := supports(c.op)
 		if err == nil || !errors.Is(err, devices.ErrUnsupported) || !strings.Contains(err.Error(), c.want) {

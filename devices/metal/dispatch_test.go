@@ -204,10 +204,18 @@ func TestSupports(t *testing.T) {
 			}
 		})
 	}
+	// Every type the kernels decode is accepted; the types quant knows and
+	// the kernels do not (Q2_K, Q3_K, IQ4_NL, IQ4_XS) are refused, so that
+	// the planner places their ops elsewhere.
 	for _, typ := range quant.SupportedTypes() {
+		_, has := weightKernels[typ]
 		for _, kind := range []ops.Kind{ops.MatMul, ops.Embed} {
-			if err := Supports(&ops.Op{Kind: kind, Name: "w", Weight: w(typ, 8, 256)}); err != nil {
+			err := Supports(&ops.Op{Kind: kind, Name: "w", Weight: w(typ, 8, 256)})
+			if has && err != nil {
 				t.Errorf("%s %s: %v", kind, typ, err)
+			}
+			if !has && !errors.Is(err, devices.ErrUnsupported) {
+				t.Errorf("%s %s: got %v, want ErrUnsupported", kind, typ, err)
 			}
 		}
 	}

@@ -46,15 +46,17 @@ static uint64_t fnv1a(const void *p, size_t n) {
 static const enum ggml_type types[] = {
     GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
     GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+    // Added later, after the others so that their random blocks stay the same.
+    GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
 #define N 2048
 
 int main(void) {
-    static float sets[5][N];
-    static const char *names[5] = {"cos", "gauss", "uniform-scaled", "edge", "float-specials"};
-    const int nsets = 5;
+    static float sets[6][N];
+    static const char *names[6] = {"cos", "gauss", "uniform-scaled", "edge", "float-specials", "subblock-edge"};
+    const int nsets = 6;
 
     // cos: test-quantize-fns.cpp's generate_data(0, n).
     for (int i = 0; i < N; i++) sets[0][i] = 0.1 + 2.0f * cosf(i + 0.0f);
@@ -101,6 +103,42 @@ int main(void) {
             memcpy(&x[k], &bits, 4);
         }
     }
+    // subblock-edge: cases that the 16- and 32-element sub-blocks of Q2_K,
+    // Q3_K and the IQ4 types meet, from a stream of its own so that the
+    // random blocks below stay as they were before it was added.
+    {
+        uint64_t saved = rng_state;
+        rng_state = 0x5eed;
+        static const float iq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        for (int b = 0; b < N / 256; b++) {
+            float *x = sets[5] + 256 * b;
+            for (int i = 0; i < 256; i++) {
+                float g = (float)(2 * uniform01() - 1);
+                switch (b) {
+                case 0: // one kind of sub-block of 16 after another
+                    switch ((i / 16) % 8) {
+                    case 0: x[i] = 0; break;                                // zero
+                    case 1: x[i] = g; break;
+                    case 2: x[i] = 0.5f + fabsf(g); break;                  // all positive: min clamps to 0
+                    case 3: x[i] = -0.5f - fabsf(g); break;                 // all negative
+                    case 4: x[i] = 0.3f; break;                             // constant
+                    case 5: x[i] = 1e-3f * g; break;                        // scale rounds to 0
+                    case 6: x[i] = (i % 16 == 3) ? 20.0f : g; break;        // outlier
+                    default: x[i] = (float)(i % 4 - 2) * 0.5f; break;       // exact levels
+                    }
+                    break;
+                case 1: x[i] = (i == 200) ? 1e4f : 1e-3f * g; break;      // one huge value
+                case 2: x[i] = ((i / 32) % 2) ? g : 0.0f; break;          // zero blocks of 32
+                case 3: x[i] = (i % 32 == 9) ? -3.0f : 0.01f * (float)(i % 32); break; // negative maxima
+                case 4: x[i] = 60000.0f * g; break;                         // near the f16 limit
+                case 5: x[i] = 1e-5f * g; break;                            // f16-subnormal scales
+                case 6: x[i] = iq4[(i * 5) % 16] * 0.01f * (float)(1 + i / 32); break; // IQ4 levels exactly
+                default: x[i] = (i < 128) ? -1000.0f : 1000.0f + 0.25f * (float)(i % 4); break; // large constant
+                }
+            }
+        }
+        rng_state = saved;
+    }
 
     fwrite("QGLD", 1, 4, stdout);
     put_u32(nsets);
@@ -140,6 +178,9 @@ int main(void) {
         case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
             fields[0] = 0; fields[1] = 2; break;
         case GGML_TYPE_Q6_K: fields[0] = 208; break;
+        case GGML_TYPE_Q2_K: fields[0] = 80; fields[1] = 82; break;
+        case GGML_TYPE_Q3_K: fields[0] = 108; break;
+        case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ4_XS: fields[0] = 0; break;
         default: break;
         }
         for (size_t b = 0; b + bb <= bytes; b += bb) {

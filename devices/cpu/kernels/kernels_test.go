@@ -277,7 +277,7 @@ func TestMatMulPanics(t *testing.T) {
 		rows, cols int
 		x, y       int
 	}{
-		{"unsupported type", quant.Q2_K, 84, 1, 256, 256, 1},
+		{"unsupported type", quant.Q8_K, 292, 1, 256, 256, 1},
 		{"cols not a block multiple", quant.Q4_0, 18, 1, 31, 31, 1},
 		{"short weights", quant.Q4_0, 17, 1, 32, 32, 1},
 		{"short input", quant.Q4_0, 18, 1, 32, 31, 1},

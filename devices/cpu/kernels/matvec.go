@@ -27,8 +27,10 @@ type kernel struct {
 	rowsN func(w []byte, stride int, x *xrow, y []float32)
 	// gemm, if set, multiplies batches of gemmMin or more inputs (gemm.go).
 	gemm *gemmSpec
-	// rows4, if set, multiplies four inputs at once as rows does each
-	// (batch4.go).
+	// rows4, if set, multiplies a batch's inputs four at a time
+	// (batch4.go): Q6_K's as rows does each, bit for bit, Q2_K's in
+	// llama.cpp's repacked GEMM order, which it uses for the first n − n%4
+	// inputs of a batch (kquant2_go.go).
 	rows4 rows4Func
 }
 
@@ -47,6 +49,12 @@ var kernelFor = map[quant.Type]*kernel{
 	quant.Q4_K: {block: 256, rows: rowLoop(dotQ4_KGo)},
 	quant.Q5_K: {block: 256, rows: rowLoop(dotQ5_KGo)},
 	quant.Q6_K: {block: 256, rows: rowLoop(dotQ6_KGo)},
+	// Q2_K's rows4 is llama.cpp's GEMM order, which differs from its GEMV
+	// order (rows) as llama.cpp's own do (kquant2_go.go).
+	quant.Q2_K:   {block: 256, rows: rowLoop(dotQ2_KGo), rows4: q2_KRows4Go},
+	quant.Q3_K:   {block: 256, rows: rowLoop(dotQ3_KGo)},
+	quant.IQ4_NL: {block: 32, rows: rowLoop(dotIQ4_NLGo)},
+	quant.IQ4_XS: {block: 256, rows: rowLoop(dotIQ4_XSGo)},
 }
 
 func roundF16(x float32) float32  { return quant.F16ToF32(quant.F32ToF16(x)) }
