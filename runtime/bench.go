@@ -13,11 +13,15 @@ import (
 // BenchResult is one llama-bench-style measurement: a prefill of PromptTokens
 // random tokens and a decode of GenTokens tokens, each timed over Reps runs.
 type BenchResult struct {
-	PromptTokens int       `json:"n_prompt"`
-	GenTokens    int       `json:"n_gen"`
-	Reps         int       `json:"reps"`
-	PrefillTokS  []float64 `json:"prefill_tokens_per_s"`
-	DecodeTokS   []float64 `json:"decode_tokens_per_s"`
+	PromptTokens int `json:"n_prompt"`
+	GenTokens    int `json:"n_gen"`
+	// Depth is how many tokens were in the KV cache before each timed run
+	// (llama-bench's -d): the prompt is prefilled, and decode starts, at
+	// that position.
+	Depth       int       `json:"n_depth"`
+	Reps        int       `json:"reps"`
+	PrefillTokS []float64 `json:"prefill_tokens_per_s"`
+	DecodeTokS  []float64 `json:"decode_tokens_per_s"`
 	// DecodeWeightBytes is what one decode step reads of the weights: every
 	// mat-mul's matrix whole, one row of the embedding. Times decode tok/s it
 	// is the weight traffic, to compare with the machine's read bandwidth.
@@ -30,16 +34,22 @@ type BenchResult struct {
 // BenchCPU is what `hybrid bench` measures without policies: Bench of m on
 // a cpu-only session of threads CPU threads (0: every core) whose context
 // just fits the run (within the model's context: CheckContext).
-func BenchCPU(m *llama.Model, threads, nPrompt, nGen, reps int) (*BenchResult, error) {
+//
+// depth > 0 measures at that depth of the KV cache (llama-bench's -d);
+// override allows the context it needs past the model's (CheckContext).
+func BenchCPU(m *llama.Model, threads, nPrompt, nGen, depth, reps int, override bool) (*BenchResult, error) {
 	if err := checkBench(nPrompt, nGen, reps); err != nil {
 		return nil, err
 	}
-	sess, err := NewSession(m, SessionOptions{Policy: "cpu-only", Threads: threads, Context: max(nPrompt, nGen, 1)})
+	if depth < 0 || depth > MaxContext {
+		return nil, fmt.Errorf("runtime: bench depth %d: want 0..%d tokens", depth, MaxContext)
+	}
+	sess, err := NewSession(m, SessionOptions{Policy: "cpu-only", Threads: threads, Context: depth + max(nPrompt, nGen, 1), ContextOverride: override})
 	if err != nil {
 		return nil, err
 	}
 	defer sess.Close()
-	r, err := sess.Exec.Bench(nPrompt, nGen, reps, 42)
+	r, err := sess.Exec.BenchDepth(nPrompt, nGen, depth, reps, 42)
 	if err != nil {
 		return nil, err
 	}
@@ -77,11 +87,18 @@ func DecodeWeightBytes(m *llama.Model) (int64, error) {
 // random tokens (no tokenizer, no sampling cost), a fresh context per run, the
 // prefill and the decode timed separately, decode starting from an empty cache.
 func (e *Executor) Bench(nPrompt, nGen, reps int, seed uint64) (*BenchResult, error) {
+	return e.BenchDepth(nPrompt, nGen, 0, reps, seed)
+}
+
+// BenchDepth is Bench with depth tokens prefilled, untimed, before each
+// timed run, which then starts at position depth: llama-bench's -d, which
+// measures attention over a long cache.
+func (e *Executor) BenchDepth(nPrompt, nGen, depth, reps int, seed uint64) (*BenchResult, error) {
 	if err := checkBench(nPrompt, nGen, reps); err != nil {
 		return nil, err
 	}
-	if max(nPrompt, nGen) > e.ctx {
-		return nil, fmt.Errorf("runtime: bench of %d/%d tokens does not fit the context of %d", nPrompt, nGen, e.ctx)
+	if depth < 0 || depth+max(nPrompt, nGen) > e.ctx {
+		return nil, fmt.Errorf("runtime: bench of %d/%d tokens at depth %d does not fit the context of %d", nPrompt, nGen, depth, e.ctx)
 	}
 	r := rand.New(rand.NewPCG(seed, 1))
 	vocab := e.m.Config.Vocab
@@ -92,24 +109,37 @@ func (e *Executor) Bench(nPrompt, nGen, reps int, seed uint64) (*BenchResult, er
 		}
 		return t
 	}
-	res := &BenchResult{PromptTokens: nPrompt, GenTokens: nGen, Reps: reps, Devices: e.DeviceList()}
+	res := &BenchResult{PromptTokens: nPrompt, GenTokens: nGen, Depth: depth, Reps: reps, Devices: e.DeviceList()}
+	fill := func() error {
+		if depth == 0 {
+			return nil
+		}
+		_, err := e.Prefill(toks(depth), 0)
+		return err
+	}
 	// One untimed warm-up of each kind, as llama-bench does.
 	if _, err := e.Forward(toks(1), 0); err != nil {
 		return nil, err
 	}
 	for i := 0; i < reps; i++ {
 		if nPrompt > 0 {
+			if err := fill(); err != nil {
+				return nil, err
+			}
 			p := toks(nPrompt)
 			t := time.Now()
-			if _, err := e.Prefill(p, 0); err != nil {
+			if _, err := e.Prefill(p, depth); err != nil {
 				return nil, err
 			}
 			res.PrefillTokS = append(res.PrefillTokS, float64(nPrompt)/time.Since(t).Seconds())
 		}
 		if nGen > 0 {
+			if err := fill(); err != nil {
+				return nil, err
+			}
 			tok := toks(1)
 			t := time.Now()
-			for pos := 0; pos < nGen; pos++ {
+			for pos := depth; pos < depth+nGen; pos++ {
 				logits, err := e.Forward(tok, pos)
 				if err != nil {
 					return nil, err

@@ -171,7 +171,7 @@ func TestBenchBounds(t *testing.T) {
 		{100000000, 1, 1, "1048576"},
 		{4096, 1, 1, "model's 2048"},
 	} {
-		if _, err := BenchCPU(m, 1, tc.p, tc.n, tc.r); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := BenchCPU(m, 1, tc.p, tc.n, 0, tc.r, false); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("BenchCPU(-p %d -n %d -r %d): %v, want an error saying %q", tc.p, tc.n, tc.r, err, tc.want)
 		}
 	}
@@ -188,5 +188,28 @@ func TestMeasureProfileRefusesNoSteps(t *testing.T) {
 		if _, err := MeasureProfile(m, []devices.Device{d}, 16, 0, steps); err == nil {
 			t.Fatalf("steps %d accepted", steps)
 		}
+	}
+}
+
+// TestBenchDepth checks llama-bench's -d: the timed runs start at the
+// depth, which must fit the context with the runs, or be allowed past the
+// model's by the override.
+func TestBenchDepth(t *testing.T) {
+	m := builtinModel(t)
+	r, err := BenchCPU(m, 1, 4, 4, 100, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Depth != 100 || len(r.PrefillTokS) != 1 || len(r.DecodeTokS) != 1 {
+		t.Errorf("got depth %d, %d prefill and %d decode timings; want 100, 1, 1", r.Depth, len(r.PrefillTokS), len(r.DecodeTokS))
+	}
+	if _, err := BenchCPU(m, 1, 4, 4, 2046, 1, false); err == nil || !strings.Contains(err.Error(), "model's 2048") {
+		t.Errorf("depth 2046 + 4 tokens: %v, want an error naming the model's 2048", err)
+	}
+	if _, err := BenchCPU(m, 1, 4, 4, 2046, 1, true); err != nil {
+		t.Errorf("depth 2046 + 4 tokens with the override: %v", err)
+	}
+	if _, err := BenchCPU(m, 1, 4, 4, -1, 1, false); err == nil {
+		t.Error("depth -1: no error")
 	}
 }

@@ -20,6 +20,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	nPrompt := fs.Int("p", 512, "prompt tokens to prefill (at most the model's context)")
 	nGen := fs.Int("n", 128, "tokens to decode (at most the model's context)")
 	reps := fs.Int("r", 3, "repetitions, 1..1000")
+	depth := fs.Int("d", 0, "tokens in the KV cache before each timed run, prefilled untimed (llama-bench's -d)")
+	override := fs.Bool("ctx-override", false, "allow -d plus -p or -n past the model's context length, up to "+fmt.Sprint(runtime.MaxContext)+" positions and a KV cache of half this machine's memory")
 	threads := fs.Int("threads", 0, "CPU threads; 0 uses every core")
 	policies := fs.String("policies", "", "compare these policies (comma-separated names or files) in one run")
 	hardware := fs.String("hardware", "", "hardware profile whose devices are added, simulated")
@@ -61,10 +63,13 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"-p", *nPrompt}, {"-n", *nGen}} {
+	}{{"-p", *nPrompt}, {"-n", *nGen}, {"-d", *depth}} {
 		if f.v < 0 || f.v > runtime.MaxContext {
 			return badFlag(fs, "%s %d: want 0..%d tokens", f.name, f.v, runtime.MaxContext)
 		}
+	}
+	if *depth > 0 && *policies != "" {
+		return badFlag(fs, "-d needs no --policies (the policy comparison runs at depth 0)")
 	}
 	if *reps < 1 || *reps > runtime.MaxBenchReps {
 		return badFlag(fs, "-r %d: want 1..%d repetitions", *reps, runtime.MaxBenchReps)
@@ -82,15 +87,15 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		name string
 		v    int
 	}{{"-p", *nPrompt}, {"-n", *nGen}} {
-		if f.v > m.Config.Context {
-			return badFlag(fs, "%s %d: more than the model's context length of %d tokens", f.name, f.v, m.Config.Context)
+		if *depth+f.v > m.Config.Context && !*override {
+			return badFlag(fs, "-d %d with %s %d: more than the model's context length of %d tokens (--ctx-override allows it)", *depth, f.name, f.v, m.Config.Context)
 		}
 	}
-	if err := runtime.CheckContext(m.Config, max(*nPrompt, *nGen, 1), false); err != nil {
-		return badFlag(fs, "-p %d, -n %d: %v", *nPrompt, *nGen, err)
+	if err := runtime.CheckContext(m.Config, *depth+max(*nPrompt, *nGen, 1), *override); err != nil {
+		return badFlag(fs, "-d %d, -p %d, -n %d: %v", *depth, *nPrompt, *nGen, err)
 	}
 	if *policies == "" {
-		res, err := runtime.BenchCPU(m, *threads, *nPrompt, *nGen, *reps)
+		res, err := runtime.BenchCPU(m, *threads, *nPrompt, *nGen, *depth, *reps, *override)
 		if err != nil {
 			return err
 		}
@@ -102,13 +107,17 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 			}{m.Path, *threads, res})
 		}
 		fmt.Fprintf(stdout, "%s, %s\n", m.Path, res.Devices)
+		at := "" // llama-bench's way of naming a test at a depth
+		if *depth > 0 {
+			at = fmt.Sprintf(" @ d%d", *depth)
+		}
 		if len(res.PrefillTokS) > 0 {
 			mean, sd := runtime.MeanStd(res.PrefillTokS)
-			fmt.Fprintf(stdout, "pp%d: %.2f ± %.2f tok/s\n", *nPrompt, mean, sd)
+			fmt.Fprintf(stdout, "pp%d%s: %.2f ± %.2f tok/s\n", *nPrompt, at, mean, sd)
 		}
 		if len(res.DecodeTokS) > 0 {
 			mean, sd := runtime.MeanStd(res.DecodeTokS)
-			fmt.Fprintf(stdout, "tg%d: %.2f ± %.2f tok/s\n", *nGen, mean, sd)
+			fmt.Fprintf(stdout, "tg%d%s: %.2f ± %.2f tok/s\n", *nGen, at, mean, sd)
 		}
 		return nil
 	}
