@@ -66,33 +66,134 @@ func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) erro
 		})
 		return nil
 	}
+	// llama.cpp attends over n_kv cells of the cache: the cells in use
+	// (the step's last position + 1) rounded up to 256, at least 256 (its
+	// cache is a multiple of 256 cells); masked cells cost nothing. For one query row and 512
+	// or more cells it splits them into one chunk per thread and combines
+	// the chunks' partial results (its split-KV path), which changes the
+	// sums; hybrid does the same with its own thread count.
+	nkv := max(256, (st.Pos+n+255)/256*256)
+	if n == 1 && nkv >= 512 {
+		d.attendSplit(q, out, c, a, st.Pos+1, nkv, scale)
+		return nil
+	}
 	d.pool.Run(n*a.Heads, func(lo, hi int) {
 		qh := make([]float32, hd)
+		state := make([]float32, 2+hd)
 		acc := make([]uint16, hd)
 		for idx := lo; idx < hi; idx++ {
 			i, h := idx/a.Heads, idx%a.Heads
 			kh := (h / group) * hd
-			qi := q[i*qw+h*hd : i*qw+(h+1)*hd]
 			o := out[i*qw+h*hd : i*qw+(h+1)*hd]
-			attendF16(qi, c, kh, hd, st.Pos+i+1, scale, qh, acc, o)
+			roundQ(qh, q[i*qw+h*hd:i*qw+(h+1)*hd])
+			rowStart(state)
+			attendRow(qh, c, kh, 0, st.Pos+i+1, scale, state, acc)
+			inv := float32(0)
+			if state[1] != 0 {
+				inv = 1 / state[1]
+			}
+			for j, v := range state[2:] {
+				o[j] = v * inv
+			}
 		}
 	})
 	return nil
 }
 
-// attendF16 is llama.cpp's one-row flash attention: the query rounded to f16,
-// f32 scores, and an online softmax whose value accumulator is f16, rescaled
-// when the running maximum grows.
-func attendF16(qi []float32, c *kvCache, kh, hd, span int, scale float32, qh []float32, acc []uint16, o []float32) {
+// attendSplit is llama.cpp's split-KV decode attention: the nkv cells in
+// one chunk per thread, each head's chunk attended from a fresh state (cells
+// at or past span masked), then the chunks' partials combined in order
+// (ggml_flash_attn_ext_reduce_partials).
+func (d *Device) attendSplit(q, out []float32, c *kvCache, a ops.AttnParams, span, nkv int, scale float32) {
+	hd, group := a.HeadDim, a.Heads/a.KVHeads
+	nth := d.pool.Threads()
+	chunk := (nkv + nth - 1) / nth
+	size := 2 + hd
+	if need := a.Heads * nth * size; len(d.partials) < need {
+		d.partials = make([]float32, need)
+	}
+	parts := d.partials
+	d.pool.Run(a.Heads*nth, func(lo, hi int) {
+		qh := make([]float32, hd)
+		acc := make([]uint16, hd)
+		for idx := lo; idx < hi; idx++ {
+			h, ch := idx/nth, idx%nth
+			st := parts[idx*size : (idx+1)*size]
+			rowStart(st)
+			from, to := ch*chunk, min((ch+1)*chunk, nkv, span)
+			if from >= to {
+				continue
+			}
+			roundQ(qh, q[h*hd:(h+1)*hd])
+			attendRow(qh, c, (h/group)*hd, from, to, scale, st, acc)
+		}
+	})
+	d.pool.Run(a.Heads, func(lo, hi int) {
+		for h := lo; h < hi; h++ {
+			o := out[h*hd : (h+1)*hd]
+			clear(o)
+			m, s := float32(math.Inf(-1)), float32(0)
+			for ch := range nth {
+				if ch*chunk >= nkv {
+					continue
+				}
+				p := parts[(h*nth+ch)*size : (h*nth+ch+1)*size]
+				if p[1] == 0 {
+					continue
+				}
+				mNew := max(m, p[0])
+				so, sn := expf(m-mNew), expf(p[0]-mNew)
+				// GCC contracts a·so + b·sn into fma(a, so, b·sn).
+				for j, v := range p[2:] {
+					o[j] = fma32(o[j], so, v*sn)
+				}
+				s = fma32(s, so, p[1]*sn)
+				m = mNew
+			}
+			if s != 0 {
+				inv := 1 / s
+				for j := range o {
+					o[j] *= inv
+				}
+			}
+		}
+	})
+}
+
+// roundQ rounds a query head to binary16, as llama.cpp converts it for its
+// f16 dot products.
+func roundQ(qh, q []float32) {
 	f16 := quant.F16Table()
-	for j, x := range qi {
+	for j, x := range q {
 		qh[j] = f16[quant.F32ToF16(x)]
 	}
-	clear(acc)
-	m := float32(math.Inf(-1))
-	var sum float32
-	dim := c.dim
-	for j := 0; j < span; j++ {
+}
+
+// rowStart resets a one-row attention state: M = -Inf, S = 0, no values.
+func rowStart(st []float32) {
+	clear(st)
+	st[0] = float32(math.Inf(-1))
+}
+
+// attendRow is llama.cpp's one-row flash attention over cells from..to-1
+// (ggml_compute_forward_flash_attn_ext_f16_one_chunk): f32 scores of the
+// f16-rounded query, an online softmax whose value accumulator is f16,
+// rescaled when the running maximum grows. The state st is M, S and the
+// accumulator's values (as f32); acc is scratch of the head size. The
+// assembly kernel, where there is one, gives the same bits.
+func attendRow(qh []float32, c *kvCache, kh, from, to int, scale float32, st []float32, acc []uint16) {
+	hd, dim := len(qh), c.dim
+	if to <= from {
+		return
+	}
+	if kernels.AttnRow(qh, c.k[from*dim+kh:], c.v[from*dim+kh:], dim, to-from, scale, st, &expTab) {
+		return
+	}
+	m, sum := st[0], st[1]
+	for j, v := range st[2:] {
+		acc[j] = quant.F32ToF16(v)
+	}
+	for j := from; j < to; j++ {
 		s := kernels.DotF16(c.k[j*dim+kh:j*dim+kh+hd], qh) * scale
 		ms, vs := float32(1), float32(1)
 		if s > m {
@@ -105,12 +206,10 @@ func attendF16(qi []float32, c *kvCache, kh, hd, span int, scale float32, qh []f
 		kernels.MadF16(acc, c.v[j*dim+kh:j*dim+kh+hd], vs)
 		sum = fma32(sum, ms, vs) // GCC fuses S*ms + vs
 	}
-	inv := float32(0)
-	if sum != 0 {
-		inv = 1 / sum
-	}
+	f16 := quant.F16Table()
+	st[0], st[1] = m, sum
 	for j, h := range acc {
-		o[j] = f16[h] * inv
+		st[2+j] = f16[h]
 	}
 }
 

@@ -161,7 +161,9 @@ int main(int argc, char **argv) {
 // ggml's own flash_attn_ext, where a native build of llama.cpp is at hand
 // (HYBRID_LLAMACPP, default ~/.cache/hybrid-llamacpp, as
 // ../shared/tools/llamacpp-setup.sh makes it) along with a C compiler; it
-// skips otherwise. Its KV length is padded to 256 cells as llama.cpp's is.
+// skips otherwise. Its KV length is padded to 256 cells as llama.cpp's is,
+// and it runs on two threads, as the device does (split-KV decode depends
+// on the thread count).
 func TestTiledAttentionMatchesGGML(t *testing.T) {
 	if !kernels.HasAVX512() {
 		t.Skip("the numerics of llama.cpp's AVX2 build; the one at hand is native")
@@ -194,6 +196,13 @@ func TestTiledAttentionMatchesGGML(t *testing.T) {
 		{heads: 8, kvHeads: 2, hd: 64, steps: []int{150, 70}},
 		{heads: 4, kvHeads: 4, hd: 128, steps: []int{64, 100}},
 		{heads: 6, kvHeads: 2, hd: 32, steps: []int{5, 130}},
+		// Decode: one-row attention (assembly for head sizes 64 and 128),
+		// and from 512 cells llama.cpp's split-KV path, one chunk per
+		// thread.
+		{heads: 8, kvHeads: 2, hd: 64, steps: []int{5, 1, 1, 3}},
+		{heads: 8, kvHeads: 2, hd: 64, steps: []int{600, 1, 1}},
+		{heads: 4, kvHeads: 4, hd: 128, steps: []int{520, 1}},
+		{heads: 6, kvHeads: 2, hd: 32, steps: []int{700, 1}},
 	} {
 		d := New("cpu", 2)
 		q, k, v := attnInputs(r, c, 3)
@@ -207,12 +216,8 @@ func TestTiledAttentionMatchesGGML(t *testing.T) {
 				ks = append(ks, quant.F32ToF16(k[s][i]))
 				vs = append(vs, quant.F32ToF16(v[s][i]))
 			}
-			if n < faTileQ {
-				pos += n
-				continue
-			}
 			nkv := (pos + n + 255) &^ 255
-			in := []int32{int32(c.hd), int32(n), int32(c.heads), int32(c.kvHeads), int32(pos), int32(nkv), 1}
+			in := []int32{int32(c.hd), int32(n), int32(c.heads), int32(c.kvHeads), int32(pos), int32(nkv), 2}
 			buf, _ := binary.Append(nil, binary.LittleEndian, in)
 			buf, _ = binary.Append(buf, binary.LittleEndian, q[s])
 			pad := make([]uint16, (nkv-pos-n)*kw)
