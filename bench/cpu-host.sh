@@ -14,9 +14,10 @@
 # (`hybrid membw`), and at the largest thread count decode (tg16) again
 # while a competing process keeps every core busy (`yes` per core, niced 0
 # like the benchmarks; each side given at most 60 s, an empty result when it
-# runs out). Raw output goes to
-# $OUT (the device tool brings it back) or /tmp/cpuhost; here,
-# `go run ./bench/report DIR` makes the table of bench/RESULTS.md.
+# runs out), and for Q4_0 decode at a depth of 4096 cached tokens. TYPES
+# (default "Q4_0 Q4_K_M Q8_0") picks the files. Raw output goes to
+# /tmp/cpuhost, and as cpuhost.tgz to $OUT (the device tool brings it back);
+# here, `go run ./bench/report DIR` makes the table of bench/RESULTS.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 case ${1:-} in
@@ -39,13 +40,14 @@ run)
   shift
   threads=("$@"); [[ ${#threads[@]} -gt 0 ]] || threads=(8 16)
   H=$here/hybrid LB=/tmp/lcpp-cpu/build/bin/llama-bench
-  out=${OUT:-/tmp/cpuhost}; mkdir -p "$out"
+  out=/tmp/cpuhost; rm -rf "$out"; mkdir -p "$out"
   {
     echo "date: $(date -u +%FT%TZ)"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
     echo "llama.cpp: $($LB --version 2>&1 | grep -m1 -o 'version: .*' || true)"
   } | tee "$out/machine.txt"
-  for t in Q4_0 Q4_K_M; do
+  types=(${TYPES:-Q4_0 Q4_K_M Q8_0})
+  for t in "${types[@]}"; do
     m=/tmp/tinyllama-1.1b-$t.gguf
     [[ -f $m ]] || $H synth --preset tinyllama-1.1b --type $t -o $m >/dev/null
   done
@@ -66,7 +68,7 @@ run)
     echo $hwm >"$o"
     return $rc
   }
-  for t in Q4_0 Q4_K_M; do
+  for t in "${types[@]}"; do
     m=/tmp/tinyllama-1.1b-$t.gguf
     cat $m >/dev/null
     for th in "${threads[@]}"; do
@@ -75,6 +77,11 @@ run)
       echo $(( 22 * 640 * 256 * 2 * 2 )) >$b.kv   # f16 K and V, 22 layers, 640 positions
       peak $b.hybrid.rss $H bench --model $m -p 512 -n 128 -r 3 --threads $th --json >$b.hybrid.json
       peak $b.llama.rss $LB -m $m -p 512 -n 128 -r 3 -t $th -o json >$b.llama.json 2>$b.llama.log
+      # Decode at a depth of 4096 cached tokens, llama.cpp's flash attention on.
+      if [[ $t == Q4_0 ]]; then
+        $H bench --model $m -p 0 -n 32 -d 4096 --ctx-override -r 2 --threads $th --json >$b.hybrid.depth.json
+        $LB -m $m -p 0 -n 32 -d 4096 -fa 1 -r 2 -t $th -o json >$b.llama.depth.json 2>>$b.llama.log
+      fi
       # Decode under a competing load (one busy process per core), at the
       # largest thread count: llama.cpp's spinning threads can take minutes.
       if [[ $th == "${threads[-1]}" ]]; then
@@ -85,6 +92,8 @@ run)
       fi
       echo "done $t threads $th"
     done
-  done ;;
+  done
+  # The device tool brings back few files: one archive.
+  [[ -n ${OUT:-} ]] && tar -czf "$OUT/cpuhost.tgz" -C "$out" . ;;
 *) echo "usage: cpu-host.sh pack | build | run [THREADS...]" >&2; exit 2 ;;
 esac

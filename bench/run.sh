@@ -6,7 +6,8 @@
 # and decode (tg128) tokens/s with 2 threads, 3 repetitions, by
 # `hybrid bench` and by llama.cpp's `llama-bench` on the same files, and the
 # peak RSS of each process (/usr/bin/time), and the machine's read bandwidth
-# (`hybrid membw`) that decode's weight traffic is a fraction of. Prints a Markdown table (the one in
+# (`hybrid membw`) that decode's weight traffic is a fraction of, and for
+# Q4_0 decode at a depth of 4096 cached tokens (DEPTH=0 skips it). Prints a Markdown table (the one in
 # bench/RESULTS.md) and keeps the raw JSON in bench/out/bench/.
 #
 # Needs llama.cpp's CPU tools: bash ../shared/tools/llamacpp-setup.sh
@@ -39,6 +40,12 @@ for t in "${types[@]}"; do
     bench/out/hybrid bench --model "$m" -p $P -n $N -r $R --threads $T --json > "$out/$t.hybrid.json"
   /usr/bin/time -f %M -o "$out/$t.llama.rss" \
     "$LL/llama-bench" -m "$m" -p $P -n $N -r $R -t $T -o json > "$out/$t.llama.json" 2> "$out/$t.llama.log"
+  # Decode at a depth of 4096 cached tokens (past TinyLlama's 2048, as
+  # llama-bench allows), llama.cpp with flash attention on, its best there.
+  if [[ $t == Q4_0 && ${DEPTH:-1} != 0 ]]; then
+    bench/out/hybrid bench --model "$m" -p 0 -n 32 -d 4096 --ctx-override -r 2 --threads $T --json > "$out/$t.hybrid.depth.json"
+    "$LL/llama-bench" -m "$m" -p 0 -n 32 -d 4096 -fa 1 -r 2 -t $T -o json > "$out/$t.llama.depth.json" 2>> "$out/$t.llama.log"
+  fi
 done
 {
   echo "$(date -u +%F) · $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores · llama.cpp $("$LL/llama-bench" --version 2>&1 | grep -m1 -o 'version: .*' || true)"

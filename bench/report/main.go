@@ -10,7 +10,8 @@
 // (file bytes) and K.kv (KV cache bytes); optionally K.hybrid.loaded.json and
 // K.llama.loaded.json (decode under a competing load) and membw.json or
 // membw.tN.json (`hybrid membw --json`), for decode's weight traffic as a
-// fraction of the machine's read bandwidth.
+// fraction of the machine's read bandwidth; and K.hybrid.depth.json and
+// K.llama.depth.json (decode at a depth of the KV cache, -d).
 package main
 
 import (
@@ -28,6 +29,7 @@ type hybridRun struct {
 	Threads     int       `json:"threads"`
 	NPrompt     int       `json:"n_prompt"`
 	NGen        int       `json:"n_gen"`
+	NDepth      int       `json:"n_depth"`
 	Prefill     []float64 `json:"prefill_tokens_per_s"`
 	Decode      []float64 `json:"decode_tokens_per_s"`
 	WeightBytes int64     `json:"decode_weight_bytes"`
@@ -95,10 +97,10 @@ func main() {
 	}
 	fmt.Println("| model | test | hybrid tok/s | llama.cpp tok/s | hybrid / llama.cpp | decode weights GB/s, hybrid / llama.cpp (% of read bandwidth) | hybrid peak RSS | llama.cpp peak RSS | file + KV + 25% |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-	var loaded []string
+	var loaded, depth []string
 	for _, f := range files {
 		key := strings.TrimSuffix(filepath.Base(f), ".hybrid.json")
-		if strings.HasSuffix(key, ".loaded") {
+		if strings.HasSuffix(key, ".loaded") || strings.HasSuffix(key, ".depth") {
 			continue
 		}
 		var h hybridRun
@@ -159,6 +161,29 @@ func main() {
 		}
 		if _, err := os.Stat(filepath.Join(dir, key+".hybrid.loaded.json")); err == nil {
 			loaded = append(loaded, key)
+		}
+		if _, err := os.Stat(filepath.Join(dir, key+".hybrid.depth.json")); err == nil {
+			depth = append(depth, key)
+		}
+	}
+	if len(depth) > 0 {
+		fmt.Println()
+		fmt.Println("Decode at a depth of the KV cache (llama-bench's -d; llama.cpp with flash attention on):")
+		fmt.Println()
+		fmt.Println("| model | test | hybrid tok/s | llama.cpp tok/s | hybrid / llama.cpp |")
+		fmt.Println("|---|---|---:|---:|---:|")
+		for _, key := range depth {
+			var h hybridRun
+			var l []llamaRun
+			if err := readJSON(filepath.Join(dir, key+".hybrid.depth.json"), &h); err != nil {
+				fail(err)
+			}
+			if err := readJSON(filepath.Join(dir, key+".llama.depth.json"), &l); err != nil {
+				fail(err)
+			}
+			om, os_ := meanSD(h.Decode)
+			tm, ts := meanSD(samples(l, func(r llamaRun) bool { return r.NGen > 0 }))
+			fmt.Printf("| %s | tg%d @ d%d | %.2f ± %.2f | %.2f ± %.2f | %.2f |\n", key, h.NGen, h.NDepth, om, os_, tm, ts, om/tm)
 		}
 	}
 	if len(loaded) == 0 {
