@@ -2,6 +2,7 @@
 //
 //	hybrid run    [--model FILE] [--prompt TEXT] [-n N] [--temp T] ... generate text
 //	hybrid synth  --preset NAME --type TYPE [--seed S] -o FILE      write a synthetic model
+//	hybrid tokenize --model FILE (--prompt TEXT | --file PATH) [--json]  print a text's tokens
 //
 // Run "hybrid CMD -h" for a command's flags.
 package main
@@ -34,6 +35,7 @@ var commands = []command{
 	{"membw", "measure this machine's memory read bandwidth (the ceiling of decode)", membwCmd},
 	{"synth", "write a synthetic model of a real shape with random weights", synthCmd},
 	{"verify", "check a device's ops and generation against the CPU device", verifyCmd},
+	{"tokenize", "print the tokens of a text (llama-tokenize style)", tokenizeCmd},
 }
 
 func main() {

@@ -11,6 +11,9 @@ func (t *Tokenizer) piece(id int32) []byte {
 	text := t.tokens[id]
 	switch t.types[id] {
 	case TypeNormal:
+		if t.bpe != nil {
+			return decodeText(text)
+		}
 		return []byte(strings.ReplaceAll(text, spaceEscape, " "))
 	case TypeUserDefined:
 		return []byte(text)
@@ -49,10 +52,12 @@ func parseByteToken(s string) (byte, bool) {
 }
 
 // Piece returns the bytes token id contributes to decoded text: a normal
-// token's text with "▁" turned back into spaces, a byte token's single raw
-// byte (so a multi-byte character may span several pieces), a
-// user-defined token's text as is, and nothing for control, unknown and
-// unused tokens or for an id out of range. The slice must not be modified.
+// token's text with "▁" turned back into spaces (SentencePiece) or its
+// byte characters turned back into bytes (BPE), a byte token's single raw
+// byte (so a multi-byte character may span several pieces, as it may with
+// BPE's normal tokens), a user-defined token's text as is, and nothing for
+// control, unknown and unused tokens or for an id out of range. The slice
+// must not be modified.
 //
 // Piece does not remove the space prefix that Encode adds; Decode and
 // Stream do.
@@ -63,13 +68,32 @@ func (t *Tokenizer) Piece(id int32) []byte {
 	return t.pieces[id]
 }
 
+// PieceSpecial is Piece as llama.cpp's token_to_piece with special=true
+// gives it, what llama-tokenize prints: control and unknown tokens show
+// their text instead of nothing.
+func (t *Tokenizer) PieceSpecial(id int32) []byte {
+	switch t.Type(id) {
+	case TypeControl, TypeUnknown:
+		return []byte(t.tokens[id])
+	}
+	return t.Piece(id)
+}
+
 // Decode returns the text of ids, taken as a whole sequence from its start
 // (a BOS first or not): the concatenation of their pieces, with the space
 // prefix that Encode adds removed (see Stream for the exact rule). The
 // result holds the raw bytes of byte tokens, so it is valid UTF-8 only if
 // they form valid sequences. For valid UTF-8 text with no special-token
 // texts and no "▁" in it, Decode(Encode(text, addSpecial)) == text,
-// provided the vocabulary has "▁" and a token for every byte.
+// provided the vocabulary has "▁" and a token for every byte (for BPE:
+// with no control-token texts in it, provided every byte's character is a
+// token).
+//
+// Decode is the text a model's tokens print as, as llama.cpp prints them
+// while it generates: it does not apply the clean-up llama_detokenize
+// does for some BPE vocabularies (removing the space before "." or "'s",
+// its clean_spaces), which would make Decode(Encode(text)) differ from
+// text.
 func (t *Tokenizer) Decode(ids []int32) string {
 	var sb strings.Builder
 	strip := t.addSpacePrefix

@@ -1,6 +1,9 @@
 package tokenizer
 
-import "strings"
+import (
+	"sort"
+	"strings"
+)
 
 // spaceEscape is U+2581 LOWER ONE EIGHTH BLOCK, which SentencePiece
 // vocabularies use in place of the space character.
@@ -16,13 +19,17 @@ type fragment struct {
 // Encode returns the tokens of text as llama.cpp's llama_tokenize(text,
 // addSpecial, parse_special=true) does, which is how llama-completion
 // tokenizes its prompt: the texts of control, user-defined and unknown
-// tokens ("<s>", "</s>", ...) in text become those tokens, and the text
-// between them is tokenized by SentencePiece. With addSpecial, BOS comes
-// first if AddBOS is set and EOS last if AddEOS is set.
+// tokens ("<s>", "</s>", "<|eot_id|>", ...) in text become those tokens,
+// and the text between them is tokenized by SentencePiece or BPE. With
+// addSpecial, BOS comes first if AddBOS is set and EOS last if AddEOS is
+// set.
 //
-// When AddSpacePrefix is set, a space is put before each run of text that
-// starts the input or follows a special token, so "Hi" is tokenized as
-// " Hi"; Decode and Stream take it away again.
+// SentencePiece: when AddSpacePrefix is set, a space is put before each
+// run of text that starts the input or follows a special token, so "Hi"
+// is tokenized as " Hi"; Decode and Stream take it away again.
+//
+// BPE: text that is not valid UTF-8 is read as llama.cpp reads it, each
+// byte that does not start a well-formed sequence standing for U+FFFD.
 func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
 	return t.encode(text, addSpecial, true)
 }
@@ -43,6 +50,20 @@ func (t *Tokenizer) encode(text string, addSpecial, parseSpecial bool) []int32 {
 	out := make([]int32, 0, len(text)+2)
 	if addSpecial && t.addBOS {
 		out = append(out, t.bos)
+	}
+	if t.bpe != nil {
+		var sc bpeScratch
+		for _, f := range frags {
+			if f.token >= 0 {
+				out = append(out, f.token)
+				continue
+			}
+			out = t.bpe.encode(t, f.text, &sc, out)
+		}
+		if addSpecial && t.addEOS {
+			out = append(out, t.eos)
+		}
+		return out
 	}
 	// The start of the input counts as following a special token, whether
 	// or not a BOS was written.
@@ -72,38 +93,81 @@ func (t *Tokenizer) encode(text string, addSpecial, parseSpecial bool) []int32 {
 // matching leftmost and without overlap. Without parseSpecial only
 // user-defined tokens are looked for.
 //
+// Rather than rebuild the fragment list for every special token (there
+// may be thousands, and the text may be cut into millions of fragments),
+// it marks the bytes taken so far and builds the fragments once. An
+// occurrence lies inside one fragment exactly when it overlaps no token
+// taken before it, and since those are at least as long as it, any that
+// overlaps it covers its first or its last byte.
+//
 // llama.cpp also strips spaces next to tokens marked lstrip or rstrip, but
 // it marks them only for a few named non-Llama models, so that is left out.
 func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
-	frags := []fragment{{token: -1, text: text}}
+	// Which bytes, and which pairs of adjacent bytes, the text has: most
+	// special tokens are absent, and this rules them out without a search.
+	var present [256]bool
+	var pairs [1 << 16 / 64]uint64
+	for i := 0; i < len(text); i++ {
+		present[text[i]] = true
+		if i > 0 {
+			p := uint16(text[i-1])<<8 | uint16(text[i])
+			pairs[p/64] |= 1 << (p % 64)
+		}
+	}
+	type span struct {
+		start int
+		token int32
+	}
+	var spans []span
+	var taken []bool // taken[i]: byte i belongs to a special token; made on the first match
 	for _, id := range t.special {
 		if !parseSpecial && t.types[id] != TypeUserDefined {
 			continue
 		}
-		tok := t.tokens[id]
-		var next []fragment
-		for _, f := range frags {
-			if f.token >= 0 || !strings.Contains(f.text, tok) {
-				next = append(next, f)
+		tok := t.tokens[id] // never empty: New renames empty tokens
+		if !present[tok[0]] {
+			continue
+		}
+		if len(tok) > 1 {
+			if p := uint16(tok[0])<<8 | uint16(tok[1]); pairs[p/64]&(1<<(p%64)) == 0 {
 				continue
 			}
-			rest := f.text
-			for {
-				i := strings.Index(rest, tok)
-				if i < 0 {
-					break
-				}
-				if i > 0 {
-					next = append(next, fragment{token: -1, text: rest[:i]})
-				}
-				next = append(next, fragment{token: id})
-				rest = rest[i+len(tok):]
-			}
-			if rest != "" {
-				next = append(next, fragment{token: -1, text: rest})
-			}
 		}
-		frags = next
+		for off := 0; off <= len(text)-len(tok); {
+			i := strings.Index(text[off:], tok)
+			if i < 0 {
+				break
+			}
+			p := off + i
+			if taken != nil && (taken[p] || taken[p+len(tok)-1]) {
+				off = p + 1
+				continue
+			}
+			if taken == nil {
+				taken = make([]bool, len(text))
+			}
+			for k := p; k < p+len(tok); k++ {
+				taken[k] = true
+			}
+			spans = append(spans, span{p, id})
+			off = p + len(tok)
+		}
+	}
+	if len(spans) == 0 {
+		return []fragment{{token: -1, text: text}}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+	frags := make([]fragment, 0, 2*len(spans)+1)
+	pos := 0
+	for _, s := range spans {
+		if s.start > pos {
+			frags = append(frags, fragment{token: -1, text: text[pos:s.start]})
+		}
+		frags = append(frags, fragment{token: s.token})
+		pos = s.start + len(t.tokens[s.token])
+	}
+	if pos < len(text) {
+		frags = append(frags, fragment{token: -1, text: text[pos:]})
 	}
 	return frags
 }

@@ -2,25 +2,57 @@ package tokenizer
 
 import (
 	"fmt"
+	"strings"
 
 	"hybrid/models/gguf"
 )
 
 // FromGGUF builds the tokenizer described by a GGUF file's tokenizer.ggml.*
-// metadata. Keys the file leaves out keep NewVocab's defaults; a key that is
-// present with the wrong type is an error naming the file (once) and the key,
-// as is a missing or unsupported tokenizer.ggml.model.
+// metadata. It reads only metadata, so a vocabulary-only file (no tensors)
+// is enough. Keys the file leaves out keep NewVocabPre's defaults; a key
+// that is present with the wrong type is an error naming the file (once)
+// and the key, as is a missing or unsupported tokenizer.ggml.model, a
+// "gpt2" vocabulary without tokenizer.ggml.merges, and an unsupported
+// tokenizer.ggml.pre.
 func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	model, err := f.GetString("tokenizer.ggml.model")
 	if err != nil {
 		return nil, fmt.Errorf("no tokenizer: %w", err) // gguf's error names the file
 	}
-	if model != "llama" {
-		return nil, fmt.Errorf("%s: tokenizer.ggml.model is %q: only the Llama SentencePiece tokenizer (\"llama\") is supported", f.Path, model)
+	if model != "llama" && model != "gpt2" {
+		return nil, fmt.Errorf("%s: tokenizer.ggml.model is %q: only the Llama SentencePiece tokenizer (\"llama\") and byte-level BPE (\"gpt2\") are supported", f.Path, model)
 	}
-	v := NewVocab(model)
+	pre := ""
+	if model == "gpt2" {
+		// A missing key is llama.cpp's "default" pre-tokenizer.
+		if _, ok := f.Value("tokenizer.ggml.pre"); ok {
+			if pre, err = f.GetString("tokenizer.ggml.pre"); err != nil {
+				return nil, err // gguf's error names the file and the key
+			}
+		}
+		if _, ok := preTokenizers[pre]; !ok {
+			return nil, fmt.Errorf("%s: tokenizer.ggml.pre is %q: not a pre-tokenizer this tokenizer supports (%s)",
+				f.Path, pre, strings.Join(PreTokenizers()[1:], ", "))
+		}
+	}
+	v := NewVocabPre(model, pre)
 	if v.Tokens, err = f.GetStrings("tokenizer.ggml.tokens"); err != nil {
 		return nil, err // gguf's error names the file and the key
+	}
+	if model == "gpt2" {
+		if _, ok := f.Value("tokenizer.ggml.merges"); !ok {
+			return nil, fmt.Errorf("%s: tokenizer.ggml.model is \"gpt2\" but the file has no tokenizer.ggml.merges", f.Path)
+		}
+		if v.Merges, err = f.GetStrings("tokenizer.ggml.merges"); err != nil {
+			return nil, err // gguf's error names the file and the key
+		}
+		// llama.cpp drops a default id that the vocabulary is too small
+		// to have.
+		for _, id := range []*int32{&v.BOS, &v.EOS} {
+			if int(*id) >= len(v.Tokens) {
+				*id = -1
+			}
+		}
 	}
 	if _, ok := f.Value("tokenizer.ggml.scores"); ok {
 		if v.Scores, err = f.GetFloat32s("tokenizer.ggml.scores"); err != nil {
@@ -41,6 +73,24 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		{"tokenizer.ggml.unknown_token_id", &v.UNK},
 		{"tokenizer.ggml.padding_token_id", &v.PAD},
 		{"tokenizer.ggml.eot_token_id", &v.EOT},
+	}
+	if model == "gpt2" {
+		// Later keys win: the deprecated FIM names override the new.
+		ids = append(ids, []struct {
+			key string
+			dst *int32
+		}{
+			{"tokenizer.ggml.eom_token_id", &v.EOM},
+			{"tokenizer.ggml.fim_pre_token_id", &v.FIMPre},
+			{"tokenizer.ggml.fim_suf_token_id", &v.FIMSuf},
+			{"tokenizer.ggml.fim_mid_token_id", &v.FIMMid},
+			{"tokenizer.ggml.fim_pad_token_id", &v.FIMPad},
+			{"tokenizer.ggml.fim_rep_token_id", &v.FIMRep},
+			{"tokenizer.ggml.fim_sep_token_id", &v.FIMSep},
+			{"tokenizer.ggml.prefix_token_id", &v.FIMPre},
+			{"tokenizer.ggml.suffix_token_id", &v.FIMSuf},
+			{"tokenizer.ggml.middle_token_id", &v.FIMMid},
+		}...)
 	}
 	for _, id := range ids {
 		if _, ok := f.Value(id.key); !ok {

@@ -1,17 +1,20 @@
-// Package tokenizer implements the Llama SentencePiece (SPM) tokenizer of
-// GGUF files whose tokenizer.ggml.model is "llama", encoding text exactly as
-// llama.cpp does (llm_tokenizer_spm in src/llama-vocab.cpp) and decoding
-// token ids back to text, including a streaming decoder that emits only
-// complete UTF-8.
+// Package tokenizer implements the tokenizers of GGUF files, encoding text
+// exactly as llama.cpp does (src/llama-vocab.cpp) and decoding token ids
+// back to text, including a streaming decoder that emits only complete
+// UTF-8: the Llama SentencePiece (SPM) tokenizer of files whose
+// tokenizer.ggml.model is "llama" (llm_tokenizer_spm), and the byte-level
+// BPE tokenizer of "gpt2" files (llm_tokenizer_bpe: Llama 3, Qwen2, GPT-2,
+// DeepSeek and others, told apart by tokenizer.ggml.pre).
 //
 // FromGGUF builds a Tokenizer from a GGUF file; other callers copy the tokenizer.ggml.*
-// metadata into a Vocab (start from NewVocab, which holds llama.cpp's
+// metadata into a Vocab (start from NewVocab or NewVocabPre, which hold llama.cpp's
 // defaults for keys a file leaves out) and passes it to New.
 package tokenizer
 
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Token types, as stored in tokenizer.ggml.token_type.
@@ -28,10 +31,17 @@ const (
 // Vocab is the tokenizer metadata of a GGUF file. Token ids are indices into
 // Tokens; an id field is -1 where the model has no such token.
 type Vocab struct {
-	Model  string    // tokenizer.ggml.model; only "llama" is supported
+	Model string // tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+	// Pre is tokenizer.ggml.pre, the pre-tokenizer of a "gpt2" vocabulary
+	// ("llama-bpe", "qwen2", ...; PreTokenizers lists them); "", the key
+	// missing, is llama.cpp's "default". "llama" ignores it.
+	Pre    string
 	Tokens []string  // tokenizer.ggml.tokens
-	Scores []float32 // tokenizer.ggml.scores; nil means all zero
+	Scores []float32 // tokenizer.ggml.scores; nil means all zero; "gpt2" ignores them
 	Types  []int32   // tokenizer.ggml.token_type; nil means all TypeNormal
+	// Merges is tokenizer.ggml.merges, the BPE merges of a "gpt2"
+	// vocabulary, "left right", the first applied first.
+	Merges []string
 
 	BOS int32 // tokenizer.ggml.bos_token_id
 	EOS int32 // tokenizer.ggml.eos_token_id
@@ -42,22 +52,62 @@ type Vocab struct {
 	// ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", ...).
 	EOT int32
 
-	AddBOS         bool // tokenizer.ggml.add_bos_token
-	AddEOS         bool // tokenizer.ggml.add_eos_token
-	AddSpacePrefix bool // tokenizer.ggml.add_space_prefix
+	// EOM and FIMPre..FIMSep are tokenizer.ggml.eom_token_id and
+	// tokenizer.ggml.fim_{pre,suf,mid,pad,rep,sep}_token_id, used for
+	// "gpt2" only, -1 where the file has none: like EOT, New then looks
+	// for a token with one of the texts llama.cpp recognises.
+	EOM                                            int32
+	FIMPre, FIMSuf, FIMMid, FIMPad, FIMRep, FIMSep int32
+
+	AddBOS bool // tokenizer.ggml.add_bos_token
+	AddEOS bool // tokenizer.ggml.add_eos_token
+	// AddSpacePrefix is tokenizer.ggml.add_space_prefix. llama.cpp's BPE
+	// tokenizer never adds a space, so "gpt2" ignores it.
+	AddSpacePrefix bool
 }
 
 // NewVocab returns a Vocab for the given tokenizer model holding llama.cpp's
 // defaults for every optional key, for a GGUF reader to overwrite with the
 // keys the file has. For "llama" these are BOS 1, EOS 2, UNK 0, no PAD or
-// EOT, add BOS, do not add EOS, add a space prefix.
+// EOT, add BOS, do not add EOS, add a space prefix. For "gpt2" it is
+// NewVocabPre(model, ""), the defaults of a file without tokenizer.ggml.pre.
 func NewVocab(model string) Vocab {
-	v := Vocab{Model: model, BOS: -1, EOS: -1, UNK: -1, PAD: -1, EOT: -1}
-	if model == "llama" {
+	return NewVocabPre(model, "")
+}
+
+// NewVocabPre is NewVocab for a "gpt2" vocabulary with pre-tokenizer pre,
+// on which llama.cpp's defaults depend: BOS and EOS 11, no UNK (BPE does
+// not use one), no PAD, EOT or EOM, add no EOS, and add a BOS only for the
+// Llama 3 family ("llama-bpe", ...); "glm4" has no BOS. An unknown pre
+// gets the plain BPE defaults, and New rejects it.
+func NewVocabPre(model, pre string) Vocab {
+	v := Vocab{Model: model, Pre: pre, BOS: -1, EOS: -1, UNK: -1, PAD: -1, EOT: -1,
+		EOM: -1, FIMPre: -1, FIMSuf: -1, FIMMid: -1, FIMPad: -1, FIMRep: -1, FIMSep: -1}
+	switch model {
+	case "llama":
 		v.BOS, v.EOS, v.UNK = 1, 2, 0
 		v.AddBOS, v.AddEOS, v.AddSpacePrefix = true, false, true
+	case "gpt2":
+		v.BOS, v.EOS = 11, 11
+		if p := preTokenizers[pre]; p != nil {
+			v.AddBOS = p.addBOS
+			if p.noBOS {
+				v.BOS = -1
+			}
+		}
 	}
 	return v
+}
+
+// PreTokenizers returns the tokenizer.ggml.pre values a "gpt2" Vocab may
+// have, sorted; "" (no key) is among them.
+func PreTokenizers() []string {
+	names := make([]string, 0, len(preTokenizers))
+	for n := range preTokenizers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Tokenizer encodes text to token ids and decodes ids to text. It is
@@ -71,6 +121,13 @@ type Tokenizer struct {
 	bos, eos, eot, unk, pad int32
 	addBOS, addEOS          bool
 	addSpacePrefix          bool
+
+	// bpe is the byte-level BPE model of a "gpt2" vocabulary; nil for
+	// SentencePiece.
+	bpe *bpeModel
+	// eog holds the tokens that end generation, for "gpt2" (llama.cpp's
+	// special_eog_ids); nil for SentencePiece, where IsEOG takes EOS and EOT.
+	eog map[int32]bool
 
 	// byteToken[b] is the token that stands for byte b in byte fallback,
 	// or -1 when the vocabulary has none.
@@ -90,13 +147,22 @@ var eotTexts = map[string]bool{
 	"[EOT]": true, "<｜end▁of▁sentence｜>": true, "<end_of_utterance>": true,
 }
 
-// New builds a Tokenizer from v. It fails if the model is not "llama", if
-// Scores or Types do not match Tokens in length, if a token text repeats,
-// if a special id is out of range or needed but absent, or if some byte
-// has neither a byte token nor an unknown token to fall back on.
+// New builds a Tokenizer from v. It fails if the model is neither "llama"
+// nor "gpt2", if Scores or Types do not match Tokens in length, if a token
+// text repeats, if a special id is out of range or needed but absent, for
+// "llama" if some byte has neither a byte token nor an unknown token to
+// fall back on, and for "gpt2" if the pre-tokenizer is not supported.
 func New(v Vocab) (*Tokenizer, error) {
-	if v.Model != "llama" {
-		return nil, fmt.Errorf("tokenizer: model %q is not supported (only the Llama SentencePiece tokenizer, \"llama\")", v.Model)
+	var pre *preTokenizer
+	switch v.Model {
+	case "llama":
+	case "gpt2":
+		if pre = preTokenizers[v.Pre]; pre == nil {
+			return nil, fmt.Errorf("tokenizer: pre-tokenizer %q (tokenizer.ggml.pre) is not supported; supported: %s",
+				v.Pre, strings.Join(PreTokenizers()[1:], ", "))
+		}
+	default:
+		return nil, fmt.Errorf("tokenizer: model %q is not supported (only the Llama SentencePiece tokenizer, \"llama\", and byte-level BPE, \"gpt2\")", v.Model)
 	}
 	n := len(v.Tokens)
 	if n == 0 {
@@ -147,10 +213,17 @@ func New(v Vocab) (*Tokenizer, error) {
 		}
 	}
 
-	for _, s := range []struct {
+	type specialID struct {
 		name string
 		id   int32
-	}{{"BOS", v.BOS}, {"EOS", v.EOS}, {"EOT", v.EOT}, {"UNK", v.UNK}, {"PAD", v.PAD}} {
+	}
+	ids := []specialID{{"BOS", v.BOS}, {"EOS", v.EOS}, {"EOT", v.EOT}, {"UNK", v.UNK}, {"PAD", v.PAD}}
+	if v.Model == "gpt2" {
+		ids = append(ids, specialID{"EOM", v.EOM},
+			specialID{"FIM prefix", v.FIMPre}, specialID{"FIM suffix", v.FIMSuf}, specialID{"FIM middle", v.FIMMid},
+			specialID{"FIM pad", v.FIMPad}, specialID{"FIM repo", v.FIMRep}, specialID{"FIM separator", v.FIMSep})
+	}
+	for _, s := range ids {
 		if s.id < -1 || s.id >= int32(n) {
 			return nil, fmt.Errorf("tokenizer: %s token id %d out of range [0, %d)", s.name, s.id, n)
 		}
@@ -166,10 +239,21 @@ func New(v Vocab) (*Tokenizer, error) {
 		t.eot = t.findEOT()
 	}
 
-	for b := range t.byteToken {
-		t.byteToken[b] = t.findByteToken(byte(b))
-		if t.byteToken[b] < 0 && t.unk < 0 {
-			return nil, fmt.Errorf("tokenizer: no token for byte 0x%02X (neither %q nor the byte itself) and no unknown token to fall back on", b, fmt.Sprintf("<0x%02X>", b))
+	if v.Model == "gpt2" {
+		// BPE writes no space prefix, and drops bytes it has no token
+		// for instead of falling back on byte tokens.
+		t.addSpacePrefix = false
+		t.markBPESpecials(v)
+		var err error
+		if t.bpe, err = newBPE(t, pre, v.Merges); err != nil {
+			return nil, err
+		}
+	} else {
+		for b := range t.byteToken {
+			t.byteToken[b] = t.findByteToken(byte(b))
+			if t.byteToken[b] < 0 && t.unk < 0 {
+				return nil, fmt.Errorf("tokenizer: no token for byte 0x%02X (neither %q nor the byte itself) and no unknown token to fall back on", b, fmt.Sprintf("<0x%02X>", b))
+			}
 		}
 	}
 
@@ -233,13 +317,25 @@ func (t *Tokenizer) EOS() int32 { return t.eos }
 // EOT returns the end-of-turn token id, or -1.
 func (t *Tokenizer) EOT() int32 { return t.eot }
 
-// IsEOG reports whether id ends generation: the EOS or the EOT token.
+// IsEOG reports whether id ends generation: for SentencePiece the EOS or
+// the EOT token; for BPE any of llama.cpp's end-of-generation tokens (EOS,
+// EOT, EOM, the FIM pad, repo and separator tokens, and every token whose
+// text llama.cpp takes for an end: "<|eot_id|>", "<|im_end|>", ...).
 func (t *Tokenizer) IsEOG(id int32) bool {
+	if t.eog != nil {
+		return t.eog[id]
+	}
 	return id >= 0 && (id == t.eos || id == t.eot)
 }
 
-// Token returns the text of token id as stored in the vocabulary (spaces
-// as "▁", byte tokens as "<0xXX>"), or "" if id is out of range.
+// AddsBOS reports whether the vocabulary asks for a BOS token before the
+// text (tokenizer.ggml.add_bos_token, or llama.cpp's default for it): what
+// Encode's addSpecial adds, and what llama-tokenize passes as addSpecial.
+func (t *Tokenizer) AddsBOS() bool { return t.addBOS }
+
+// Token returns the text of token id as stored in the vocabulary (for
+// SentencePiece spaces as "▁" and byte tokens as "<0xXX>", for BPE bytes
+// as GPT-2's byte characters, a space as "Ġ"), or "" if id is out of range.
 func (t *Tokenizer) Token(id int32) string {
 	if id < 0 || int(id) >= len(t.tokens) {
 		return ""

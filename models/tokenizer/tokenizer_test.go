@@ -63,7 +63,8 @@ func TestNewErrors(t *testing.T) {
 		modify func(*Vocab)
 		want   string
 	}{
-		{"gpt2", func(v *Vocab) { v.Model = "gpt2" }, `tokenizer: model "gpt2" is not supported (only the Llama SentencePiece tokenizer, "llama")`},
+		{"t5", func(v *Vocab) { v.Model = "t5" }, `tokenizer: model "t5" is not supported (only the Llama SentencePiece tokenizer, "llama", and byte-level BPE, "gpt2")`},
+		{"unknown pre", func(v *Vocab) { v.Model, v.Pre = "gpt2", "nonsense" }, `tokenizer: pre-tokenizer "nonsense" (tokenizer.ggml.pre) is not supported`},
 		{"empty model", func(v *Vocab) { v.Model = "" }, `model "" is not supported`},
 		{"no tokens", func(v *Vocab) { v.Tokens, v.Scores, v.Types = nil, nil, nil }, "vocabulary is empty"},
 		{"scores length", func(v *Vocab) { v.Scores = v.Scores[1:] }, "scores for"},
