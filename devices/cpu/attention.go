@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"hybrid/devices/cpu/kernels"
 	"hybrid/ops"
@@ -55,13 +56,14 @@ func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) erro
 		bt := max(1, faRows/group) // tokens per block
 		nb := (n + bt - 1) / bt
 		d.pool.Run(nb*a.KVHeads, func(lo, hi int) {
-			var sc tileScratch
+			sc := scratchPool.Get().(*tileScratch)
+			defer scratchPool.Put(sc)
 			for idx := lo; idx < hi; idx++ {
 				// The last blocks, which see the most keys, first, so that
 				// the pool's dynamic chunks even the load out.
 				b, kvh := nb-1-idx/a.KVHeads, idx%a.KVHeads
 				t0, t1 := b*bt, min(n, (b+1)*bt)
-				attendTiled(q, out, qw, c, kvh, group, hd, st.Pos, t0, t1, scale, &sc)
+				attendTiled(q, out, qw, c, kvh, group, hd, st.Pos, t0, t1, scale, sc)
 			}
 		})
 		return nil
@@ -78,9 +80,9 @@ func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) erro
 		return nil
 	}
 	d.pool.Run(n*a.Heads, func(lo, hi int) {
-		qh := make([]float32, hd)
-		state := make([]float32, 2+hd)
-		acc := make([]uint16, hd)
+		sc := scratchPool.Get().(*tileScratch)
+		defer scratchPool.Put(sc)
+		qh, state, acc := sc.row(hd)
 		for idx := lo; idx < hi; idx++ {
 			i, h := idx/a.Heads, idx%a.Heads
 			kh := (h / group) * hd
@@ -114,8 +116,9 @@ func (d *Device) attendSplit(q, out []float32, c *kvCache, a ops.AttnParams, spa
 	}
 	parts := d.partials
 	d.pool.Run(a.Heads*nth, func(lo, hi int) {
-		qh := make([]float32, hd)
-		acc := make([]uint16, hd)
+		sc := scratchPool.Get().(*tileScratch)
+		defer scratchPool.Put(sc)
+		qh, _, acc := sc.row(hd)
 		for idx := lo; idx < hi; idx++ {
 			h, ch := idx/nth, idx%nth
 			st := parts[idx*size : (idx+1)*size]
@@ -213,11 +216,26 @@ func attendRow(qh []float32, c *kvCache, kh, from, to int, scale float32, st []f
 	}
 }
 
-// tileScratch is attendTiled's working memory, reused across its calls on
-// one worker.
+// tileScratch is attention's working memory, reused across its calls on
+// one worker and, through scratchPool, across steps: a step's attention
+// allocating its own made garbage enough for a prompt and its decode to
+// raise the peak RSS by tens of megabytes.
 type tileScratch struct {
 	q, o, s, kt []float32
 	m, sum      []float32
+	// One-row attention's query, state and f16 accumulator.
+	qh, state []float32
+	acc       []uint16
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
+
+// row returns one-row attention's scratch for head size hd.
+func (sc *tileScratch) row(hd int) (qh, state []float32, acc []uint16) {
+	if len(sc.qh) != hd {
+		sc.qh, sc.state, sc.acc = make([]float32, hd), make([]float32, 2+hd), make([]uint16, hd)
+	}
+	return sc.qh, sc.state, sc.acc
 }
 
 func (sc *tileScratch) size(rows, hd int) {
