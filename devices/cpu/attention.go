@@ -79,27 +79,64 @@ func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) erro
 		d.attendSplit(q, out, c, a, st.Pos+1, nkv, scale)
 		return nil
 	}
-	d.pool.Run(n*a.Heads, func(lo, hi int) {
+	w := headsPerTask(a)
+	units := a.Heads / w
+	d.pool.Run(n*units, func(lo, hi int) {
 		sc := scratchPool.Get().(*tileScratch)
 		defer scratchPool.Put(sc)
 		qh, state, acc := sc.row(hd)
 		for idx := lo; idx < hi; idx++ {
-			i, h := idx/a.Heads, idx%a.Heads
-			kh := (h / group) * hd
-			o := out[i*qw+h*hd : i*qw+(h+1)*hd]
-			roundQ(qh, q[i*qw+h*hd:i*qw+(h+1)*hd])
-			rowStart(state)
-			attendRow(qh, c, kh, 0, st.Pos+i+1, scale, state, acc)
-			inv := float32(0)
-			if state[1] != 0 {
-				inv = 1 / state[1]
-			}
-			for j, v := range state[2:] {
-				o[j] = v * inv
+			i, h := idx/units, (idx%units)*w
+			qi := q[i*qw+h*hd : i*qw+(h+w)*hd]
+			attendHeads(qi, c, (h/group)*hd, 0, st.Pos+i+1, scale, qh[:w*hd], state[:w*(2+hd)], acc)
+			for u := range w {
+				s := state[u*(2+hd) : (u+1)*(2+hd)]
+				inv := float32(0)
+				if s[1] != 0 {
+					inv = 1 / s[1]
+				}
+				o := out[i*qw+(h+u)*hd : i*qw+(h+u+1)*hd]
+				for j, v := range s[2:] {
+					o[j] = v * inv
+				}
 			}
 		}
 	})
 	return nil
+}
+
+// headsPerTask is how many query heads one-row attention takes at a time:
+// two where consecutive heads share their keys and values (an even group
+// of grouped-query attention), so that the two-head kernel reads each key
+// and value once for both; else one.
+func headsPerTask(a ops.AttnParams) int {
+	if (a.Heads/a.KVHeads)%2 == 0 {
+		return 2
+	}
+	return 1
+}
+
+// attendHeads runs one-row attention for the w = len(q)/len(acc) query
+// heads in q (consecutive, sharing the KV head at kh) over cells from..to-1
+// from fresh states, left in st (w states of M, S and the values), through
+// the two-head kernel where there is one. qh is scratch of len(q).
+func attendHeads(q []float32, c *kvCache, kh, from, to int, scale float32, qh, st []float32, acc []uint16) {
+	hd := len(acc)
+	w := len(q) / hd
+	roundQ(qh, q)
+	for u := range w {
+		rowStart(st[u*(2+hd) : (u+1)*(2+hd)])
+	}
+	if to <= from {
+		return
+	}
+	dim := c.dim
+	if w == 2 && kernels.AttnRow2(qh, c.k[from*dim+kh:], c.v[from*dim+kh:], dim, to-from, scale, st, &expTab) {
+		return
+	}
+	for u := range w {
+		attendRow(qh[u*hd:(u+1)*hd], c, kh, from, to, scale, st[u*(2+hd):(u+1)*(2+hd)], acc)
+	}
 }
 
 // attendSplit is llama.cpp's split-KV decode attention: the nkv cells in
@@ -115,20 +152,19 @@ func (d *Device) attendSplit(q, out []float32, c *kvCache, a ops.AttnParams, spa
 		d.partials = make([]float32, need)
 	}
 	parts := d.partials
-	d.pool.Run(a.Heads*nth, func(lo, hi int) {
+	w := headsPerTask(a)
+	units := a.Heads / w
+	d.pool.Run(units*nth, func(lo, hi int) {
 		sc := scratchPool.Get().(*tileScratch)
 		defer scratchPool.Put(sc)
-		qh, _, acc := sc.row(hd)
+		qh, state, acc := sc.row(hd)
 		for idx := lo; idx < hi; idx++ {
-			h, ch := idx/nth, idx%nth
-			st := parts[idx*size : (idx+1)*size]
-			rowStart(st)
+			h, ch := (idx/nth)*w, idx%nth
 			from, to := ch*chunk, min((ch+1)*chunk, nkv, span)
-			if from >= to {
-				continue
+			attendHeads(q[h*hd:(h+w)*hd], c, (h/group)*hd, from, to, scale, qh[:w*hd], state[:w*size], acc)
+			for u := range w {
+				copy(parts[((h+u)*nth+ch)*size:((h+u)*nth+ch+1)*size], state[u*size:(u+1)*size])
 			}
-			roundQ(qh, q[h*hd:(h+1)*hd])
-			attendRow(qh, c, (h/group)*hd, from, to, scale, st, acc)
 		}
 	})
 	d.pool.Run(a.Heads, func(lo, hi int) {
@@ -230,10 +266,11 @@ type tileScratch struct {
 
 var scratchPool = sync.Pool{New: func() any { return new(tileScratch) }}
 
-// row returns one-row attention's scratch for head size hd.
+// row returns one-row attention's scratch for head size hd, for up to two
+// heads: queries (2·hd), states (2·(2+hd)) and one f16 accumulator (hd).
 func (sc *tileScratch) row(hd int) (qh, state []float32, acc []uint16) {
-	if len(sc.qh) != hd {
-		sc.qh, sc.state, sc.acc = make([]float32, hd), make([]float32, 2+hd), make([]uint16, hd)
+	if len(sc.acc) != hd {
+		sc.qh, sc.state, sc.acc = make([]float32, 2*hd), make([]float32, 2*(2+hd)), make([]uint16, hd)
 	}
 	return sc.qh, sc.state, sc.acc
 }

@@ -20,3 +20,17 @@ func AttnRow(q []float32, k, v []uint16, stride, n int, scale float32, st []floa
 	}
 	return attnRowAsm(q, k, v, stride, n, scale, st, tab)
 }
+
+// attnRow2Asm is AttnRow2's assembly, where there is one.
+var attnRow2Asm func(q []float32, k, v []uint16, stride, n int, scale float32, st []float32, tab *[32]uint64) bool
+
+// AttnRow2 is AttnRow for two query heads that share their keys and values
+// (grouped-query attention): q holds the two heads one after the other, st
+// their two states; each head's results are AttnRow's to the bit. It
+// reports false, having done nothing, where there is no kernel for it.
+func AttnRow2(q []float32, k, v []uint16, stride, n int, scale float32, st []float32, tab *[32]uint64) bool {
+	if attnRow2Asm == nil {
+		return false
+	}
+	return attnRow2Asm(q, k, v, stride, n, scale, st, tab)
+}

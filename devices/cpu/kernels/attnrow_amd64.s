@@ -228,3 +228,120 @@ r128end:
 	VMOVUPS Z23, 456(R9)
 	VZEROUPPER
 	RET
+
+// The two-head kernel: two query heads of one KV head (grouped-query
+// attention) over the same keys and values, each head's arithmetic
+// attnRow64's to the bit. The keys and values are widened
+// once for both, and the two heads' dependency chains (the accumulator's
+// rounding after every step) interleave.
+//
+// Registers: Z8-Z11 dot sums, then the key's values widened; Z12-Z15 the
+// key widened, then rounding temporaries; Z16-Z19 head A's accumulator,
+// Z20-Z23 head B's; X24/X25 the two scores; X28/X29 head A's M and S,
+// X26/X27 head B's; Z30 the broadcast weight; X31 the scale.
+
+// DOTK sums the products of the widened key in Z12-Z15 with the 64 q
+// values at o(DI) into Z8-Z11 (from zero) and reduces them into X0.
+#define DOTK(o) \
+	VMULPS   (o)(DI), Z12, Z8 \
+	VMULPS   (o+64)(DI), Z13, Z9 \
+	VMULPS   (o+128)(DI), Z14, Z10 \
+	VMULPS   (o+192)(DI), Z15, Z11 \
+	REDUCE
+
+// MADV(a0..a3) sets a = f16(a + V·Z30), V widened in Z8-Z11.
+#define MADV(a0, a1, a2, a3) \
+	VFMADD231PS Z30, Z8, a0 \
+	VFMADD231PS Z30, Z9, a1 \
+	VFMADD231PS Z30, Z10, a2 \
+	VFMADD231PS Z30, Z11, a3 \
+	ROUND16(a0, Y12) \
+	ROUND16(a1, Y13) \
+	ROUND16(a2, Y14) \
+	ROUND16(a3, Y15)
+
+// SOFT(score, M, S, a0..a3, labels) runs one head's online softmax step
+// for its score, with the widened values in Z8-Z11.
+#define SOFT(score, M, S, a0, a1, a2, a3, lless, lnext, e1m, e1d, e2m, e2d) \
+	VMOVAPS  score, X0 \
+	VUCOMISS M, X0 \
+	JLS      lless \
+	VSUBSS   X0, M, X1 \
+	VMOVAPS  X0, M \
+	VMOVAPS  X1, X0 \
+	EXPF(e1m, e1d) \
+	VBROADCASTSS X0, Z30 \
+	SCALE64(a0, a1, a2, a3) \
+	VFMADD213SS attnOne<>(SB), X0, S \
+	VBROADCASTSS attnOne<>(SB), Z30 \
+	MADV(a0, a1, a2, a3) \
+	JMP      lnext \
+lless: \
+	VSUBSS   M, X0, X0 \
+	EXPF(e2m, e2d) \
+	VADDSS   X0, S, S \
+	VBROADCASTSS X0, Z30 \
+	MADV(a0, a1, a2, a3) \
+lnext:
+
+// func attnRow64x2(q *float32, k, v *uint16, stride, n int, scale float32, st *float32, tab *uint64)
+// q holds head A's 64 values then head B's; st head A's state (M, S, 64
+// values) then head B's.
+TEXT ·attnRow64x2(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), DI
+	MOVQ k+8(FP), SI
+	MOVQ v+16(FP), DX
+	MOVQ stride+24(FP), R8
+	SHLQ $1, R8
+	MOVQ n+32(FP), CX
+	VMOVSS scale+40(FP), X31
+	MOVQ st+48(FP), R9
+	MOVQ tab+56(FP), R12
+	VMOVSS (R9), X28
+	VMOVSS 4(R9), X29
+	VMOVUPS 8(R9), Z16
+	VMOVUPS 72(R9), Z17
+	VMOVUPS 136(R9), Z18
+	VMOVUPS 200(R9), Z19
+	VMOVSS 264(R9), X26
+	VMOVSS 268(R9), X27
+	VMOVUPS 272(R9), Z20
+	VMOVUPS 336(R9), Z21
+	VMOVUPS 400(R9), Z22
+	VMOVUPS 464(R9), Z23
+	TESTQ CX, CX
+	JZ    x2end
+x2key:
+	VCVTPH2PS (SI), Z12
+	VCVTPH2PS 32(SI), Z13
+	VCVTPH2PS 64(SI), Z14
+	VCVTPH2PS 96(SI), Z15
+	DOTK(0)
+	VMULSS  X31, X0, X24
+	DOTK(256)
+	VMULSS  X31, X0, X25
+	VCVTPH2PS (DX), Z8
+	VCVTPH2PS 32(DX), Z9
+	VCVTPH2PS 64(DX), Z10
+	VCVTPH2PS 96(DX), Z11
+	SOFT(X24, X28, X29, Z16, Z17, Z18, Z19, x2aless, x2anext, x2ae1m, x2ae1d, x2ae2m, x2ae2d)
+	SOFT(X25, X26, X27, Z20, Z21, Z22, Z23, x2bless, x2bnext, x2be1m, x2be1d, x2be2m, x2be2d)
+	ADDQ R8, SI
+	ADDQ R8, DX
+	DECQ CX
+	JNZ  x2key
+x2end:
+	VMOVSS X28, (R9)
+	VMOVSS X29, 4(R9)
+	VMOVUPS Z16, 8(R9)
+	VMOVUPS Z17, 72(R9)
+	VMOVUPS Z18, 136(R9)
+	VMOVUPS Z19, 200(R9)
+	VMOVSS X26, 264(R9)
+	VMOVSS X27, 268(R9)
+	VMOVUPS Z20, 272(R9)
+	VMOVUPS Z21, 336(R9)
+	VMOVUPS Z22, 400(R9)
+	VMOVUPS Z23, 464(R9)
+	VZEROUPPER
+	RET
