@@ -195,17 +195,23 @@ func makeQKX2(nmax int, x, weights []float32, L []uint8, rmin, rdelta float32, n
 	return scale, -lo
 }
 
-// makeQX is llama.cpp's make_qx_quants with rmse_type 1 and no importance
-// weights: it fits x ≈ scale*(L-nmax) with L-nmax in -nmax..nmax-1, weighting
-// each element's squared error by x², and tries 18 scales around nmax/max.
-// L receives levels offset by nmax (0..2*nmax-1).
-func makeQX(nmax int, x []float32, L []int8) float32 {
-	var amax, vmax float32
+// absMax returns the largest |v| of x and the v it comes from (the first
+// of equal ones), as llama.cpp's make_*_quants find them.
+func absMax(x []float32) (amax, vmax float32) {
 	for _, v := range x {
 		if a := abs32(v); a > amax {
 			amax, vmax = a, v
 		}
 	}
+	return amax, vmax
+}
+
+// makeQX is llama.cpp's make_qx_quants with rmse_type 1 and no importance
+// weights: it fits x ≈ scale*(L-nmax) with L-nmax in -nmax..nmax-1, weighting
+// each element's squared error by x², and tries 18 scales around nmax/max.
+// L receives levels offset by nmax (0..2*nmax-1).
+func makeQX(nmax int, x []float32, L []int8) float32 {
+	amax, vmax := absMax(x)
 	if amax < groupMaxEps {
 		clear(L[:len(x)])
 		return 0

@@ -98,12 +98,7 @@ func quantizeQ3_K(src []float32, dst []byte) {
 // rounds. L receives the levels offset by nmax, or zeros (not offset) with a
 // zero scale for an all-zero x.
 func makeQ3(nmax int, x []float32, L []int8) float32 {
-	var amax, vmax float32
-	for _, v := range x {
-		if a := abs32(v); a > amax {
-			amax, vmax = a, v
-		}
-	}
+	amax, vmax := absMax(x)
 	if amax < groupMaxEps {
 		clear(L[:len(x)])
 		return 0

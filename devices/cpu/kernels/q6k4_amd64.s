@@ -16,24 +16,7 @@ GLOBL q6k4nib<>(SB), RODATA|NOPTR, $4
 DATA q6k4hi<>+0(SB)/4, $0x30303030
 GLOBL q6k4hi<>(SB), RODATA|NOPTR, $4
 
-// q6k4pick is q6k_amd64.s's q6kpick.
-DATA q6k4pick<>+0(SB)/8, $0x0100010001000100
-DATA q6k4pick<>+8(SB)/8, $0x0100010001000100
-DATA q6k4pick<>+16(SB)/8, $0x0302030203020302
-DATA q6k4pick<>+24(SB)/8, $0x0302030203020302
-DATA q6k4pick<>+32(SB)/8, $0x0504050405040504
-DATA q6k4pick<>+40(SB)/8, $0x0504050405040504
-DATA q6k4pick<>+48(SB)/8, $0x0706070607060706
-DATA q6k4pick<>+56(SB)/8, $0x0706070607060706
-DATA q6k4pick<>+64(SB)/8, $0x0908090809080908
-DATA q6k4pick<>+72(SB)/8, $0x0908090809080908
-DATA q6k4pick<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA q6k4pick<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA q6k4pick<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA q6k4pick<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA q6k4pick<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA q6k4pick<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
-GLOBL q6k4pick<>(SB), RODATA|NOPTR, $128
+// The scale-pair masks are q6k_amd64.s's ·q6kPick.
 
 // RUN4(k, nib, hi, x) finishes run k of a half for the four inputs: nib
 // holds its 4-bit parts in the low nibbles of every byte, hi its bit pairs
@@ -112,7 +95,7 @@ TEXT ·q6_KRows4(SB), NOSPLIT, $0-56
 	LEAQ (R10)(R10*2), R11
 	VPBROADCASTD q6k4nib<>(SB), Y15
 	VPBROADCASTD q6k4hi<>(SB), Y14
-	LEAQ         q6k4pick<>(SB), R14
+	LEAQ         ·q6kPick(SB), R14
 
 row:
 	MOVQ   SI, BX

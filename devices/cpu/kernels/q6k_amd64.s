@@ -17,25 +17,25 @@ GLOBL q6knib<>(SB), RODATA|NOPTR, $4
 DATA q6khi<>+0(SB)/4, $0x30303030
 GLOBL q6khi<>(SB), RODATA|NOPTR, $4
 
-// q6kpick: for run k, VPSHUFB masks that fill the low lane with int16 scale
+// q6kPick (shared with q6k4_amd64.s): for run k, VPSHUFB masks that fill the low lane with int16 scale
 // 2k of the half and the high lane with scale 2k+1.
-DATA q6kpick<>+0(SB)/8, $0x0100010001000100
-DATA q6kpick<>+8(SB)/8, $0x0100010001000100
-DATA q6kpick<>+16(SB)/8, $0x0302030203020302
-DATA q6kpick<>+24(SB)/8, $0x0302030203020302
-DATA q6kpick<>+32(SB)/8, $0x0504050405040504
-DATA q6kpick<>+40(SB)/8, $0x0504050405040504
-DATA q6kpick<>+48(SB)/8, $0x0706070607060706
-DATA q6kpick<>+56(SB)/8, $0x0706070607060706
-DATA q6kpick<>+64(SB)/8, $0x0908090809080908
-DATA q6kpick<>+72(SB)/8, $0x0908090809080908
-DATA q6kpick<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA q6kpick<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA q6kpick<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA q6kpick<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA q6kpick<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA q6kpick<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
-GLOBL q6kpick<>(SB), RODATA|NOPTR, $128
+DATA ·q6kPick+0(SB)/8, $0x0100010001000100
+DATA ·q6kPick+8(SB)/8, $0x0100010001000100
+DATA ·q6kPick+16(SB)/8, $0x0302030203020302
+DATA ·q6kPick+24(SB)/8, $0x0302030203020302
+DATA ·q6kPick+32(SB)/8, $0x0504050405040504
+DATA ·q6kPick+40(SB)/8, $0x0504050405040504
+DATA ·q6kPick+48(SB)/8, $0x0706070607060706
+DATA ·q6kPick+56(SB)/8, $0x0706070607060706
+DATA ·q6kPick+64(SB)/8, $0x0908090809080908
+DATA ·q6kPick+72(SB)/8, $0x0908090809080908
+DATA ·q6kPick+80(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·q6kPick+88(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·q6kPick+96(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·q6kPick+104(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·q6kPick+112(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·q6kPick+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL ·q6kPick(SB), RODATA|NOPTR, $128
 
 // RUN(k, nib, hi, x) finishes run k of a half: nib holds its 4-bit parts in
 // the low nibbles of every byte, hi its bit pairs already in bits 4..5.
@@ -78,7 +78,7 @@ TEXT ·q6_KRows(SB), NOSPLIT, $0-64
 	MOVQ y+56(FP), DI
 	VPBROADCASTD q6knib<>(SB), Y15
 	VPBROADCASTD q6khi<>(SB), Y14
-	LEAQ         q6kpick<>(SB), R14
+	LEAQ         ·q6kPick(SB), R14
 
 row:
 	MOVQ   SI, BX
