@@ -89,6 +89,11 @@ row:
 	VXORPS Y0, Y0, Y0
 
 block:
+	// Software prefetch 4 KiB ahead, as q8_0Rows (q32_amd64.s).
+	PREFETCHT0 4096(BX)
+	PREFETCHT0 4160(BX)
+	PREFETCHT0 4224(BX)
+	PREFETCHT0 4288(BX)
 	// d*dx broadcast in Y10.
 	VPBROADCASTW 208(BX), X10
 	VCVTPH2PS    X10, X10
