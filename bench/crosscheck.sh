@@ -1,13 +1,19 @@
 #!/bin/bash
-# crosscheck.sh [--big]: checks hybrid's synthetic models against llama.cpp.
+# crosscheck.sh [--big] [--preset NAME]...: checks hybrid's synthetic models
+# against llama.cpp.
 #
 # 1. For every synth type, writes stories15m (with --big also tinyllama-1.1b
-#    for Q4_0 Q4_K_M Q8_0 F16) into bench/out/models/, runs llama.cpp
+#    for Q4_0 Q4_K_M Q8_0 F16, and llama-3.2-1b, with Llama 3's vocabulary
+#    and rope factors, for Q8_0 Q4_K_M F16) into bench/out/models/, runs llama.cpp
 #    (bench/out/refdump) and `hybrid run` greedily on two prompts, and applies
 #    the match rule of ../shared/models/README.md (bench/crosscheck/main.go).
 # 2. Quantizes the F32 synthetic file with llama.cpp's llama-quantize to each
 #    quantized type and compares llama.cpp's per-tensor types (and tensor
 #    bytes) with the file synth wrote directly (bench/crosscheck/types).
+#
+# --preset NAME (repeatable) runs only the greedy comparisons of those
+# presets, in the types --big gives them (every type for stories15m), and no
+# per-tensor type check.
 #
 # Prints a summary table and writes it to bench/out/crosscheck.txt; exits 1 if
 # anything failed. A manual tool: no test or CI runs it (bench/out is
@@ -16,11 +22,16 @@
 set -uo pipefail
 
 big=0
-for a in "$@"; do
-  case $a in
+only=()
+while [ $# -gt 0 ]; do
+  case $1 in
     --big) big=1 ;;
-    *) echo "usage: $0 [--big]" >&2; exit 2 ;;
+    --preset)
+      [ $# -ge 2 ] || { echo "usage: $0 [--big] [--preset NAME]..." >&2; exit 2; }
+      only+=("$2"); shift ;;
+    *) echo "usage: $0 [--big] [--preset NAME]..." >&2; exit 2 ;;
   esac
+  shift
 done
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,6 +44,7 @@ mkdir -p "$models" "$runs"
 
 types=(F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M)
 bigtypes=(Q4_0 Q4_K_M Q8_0 F16)
+llama3types=(Q8_0 Q4_K_M F16)
 prompts=("Once upon a time" "Lily and Tom went to the park. They")
 
 die() { echo "crosscheck: $*" >&2; exit 2; }
@@ -57,7 +69,12 @@ synth() {
   if [ -f "$f" ] && [ -z "$(find models/synth quant models/gguf models/builtin -name '*.go' -newer "$f" | head -1)" ]; then
     echo "$f"; return 0
   fi
-  $out/hybrid synth --preset "$1" --type "$2" --seed 1 -o "$f" >/dev/null 2>"$runs/$1-$2.synth.err" || return 1
+  local vocab=()
+  # Presets with a real tokenizer take it from llama.cpp's vocabulary files.
+  case $1 in
+    llama-3.2-1b) vocab=(--vocab "$root/../shared/models/vocab/ggml-vocab-llama-bpe.gguf") ;;
+  esac
+  $out/hybrid synth --preset "$1" --type "$2" --seed 1 "${vocab[@]}" -o "$f" >/dev/null 2>"$runs/$1-$2.synth.err" || return 1
   echo "$f"
 }
 
@@ -133,11 +150,31 @@ qargs() {
   esac
 }
 
+# typesof PRESET: the types the greedy runs cover for PRESET.
+typesof() {
+  case $1 in
+    stories15m) echo "${types[@]}" ;;
+    tinyllama-1.1b) echo "${bigtypes[@]}" ;;
+    llama-3.2-1b) echo "${llama3types[@]}" ;;
+    *) return 1 ;;
+  esac
+}
+
 row "== greedy runs: hybrid vs llama.cpp (refdump), 32 tokens, 1 thread"
 row "$(printf '%-14s %-7s %-19s %-4s %-9s %5s %-9s %s' preset type prompt ok steps same logit-err note)"
+if [ ${#only[@]} -gt 0 ]; then
+  for p in "${only[@]}"; do
+    ts=$(typesof "$p") || die "no greedy runs for preset $p (have stories15m, tinyllama-1.1b, llama-3.2-1b)"
+    for t in $ts; do run "$p" "$t"; done
+  done
+  cp "$report" $out/crosscheck.txt
+  echo "wrote $out/crosscheck.txt" >&2
+  exit $failed
+fi
 for t in "${types[@]}"; do run stories15m "$t"; done
 if [ $big = 1 ]; then
   for t in "${bigtypes[@]}"; do run tinyllama-1.1b "$t"; done
+  for t in "${llama3types[@]}"; do run llama-3.2-1b "$t"; done
 fi
 
 row ""

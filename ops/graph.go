@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 
 	"hybrid/quant"
 )
@@ -30,6 +31,26 @@ type RopeParams struct {
 	HeadDim int     // features per head
 	Dims    int     // rotated features per head (≤ HeadDim)
 	Base    float32 // frequency base θ
+	// Freqs, when not nil, holds Dims/2 frequency factors, one per rotated
+	// pair: the pair's angle is divided by its factor (llama.cpp's
+	// freq_factors, which Llama 3.1+ files carry as rope_freqs.weight to
+	// express their "llama3" rope scaling). Shared by every RoPE op of a
+	// graph and never written.
+	Freqs []float32
+}
+
+// Equal reports whether r and o rotate alike (RopeParams holds a slice,
+// so == does not compile on it).
+func (r RopeParams) Equal(o RopeParams) bool {
+	if r.HeadDim != o.HeadDim || r.Dims != o.Dims || r.Base != o.Base || len(r.Freqs) != len(o.Freqs) || (r.Freqs == nil) != (o.Freqs == nil) {
+		return false
+	}
+	for i, f := range r.Freqs {
+		if math.Float32bits(f) != math.Float32bits(o.Freqs[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // AttnParams configures an Attention op.

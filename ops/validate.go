@@ -96,6 +96,9 @@ func checkRoPE(op *Op, in []*Value, out *Value) error {
 	if r.HeadDim <= 0 || r.Dims <= 0 || r.Dims > r.HeadDim || r.Dims%2 != 0 || in[0].Cols%r.HeadDim != 0 || !sameShape(out, in[0]) {
 		return errors.New("rope dimensions do not fit the input")
 	}
+	if r.Freqs != nil && len(r.Freqs) != r.Dims/2 {
+		return fmt.Errorf("rope has %d frequency factors for %d rotated pairs", len(r.Freqs), r.Dims/2)
+	}
 	return nil
 }
 

@@ -189,6 +189,7 @@ func TestValidateBad(t *testing.T) {
 		{"rope zero head dim", "rope", alone(Op{Kind: RoPE, Name: "x", Rope: rp(0, 2)}, shape{2, 8}, shape{2, 8}), "rope dimensions"},
 		{"rope head dim not dividing width", "rope", alone(Op{Kind: RoPE, Name: "x", Rope: rp(4, 2)}, shape{2, 10}, shape{2, 10}), "rope dimensions"},
 		{"rope output shape", "rope", alone(Op{Kind: RoPE, Name: "x", Rope: rp(4, 2)}, shape{2, 4}, shape{2, 8}), "rope dimensions"},
+		{"rope factors short", "rope", alone(Op{Kind: RoPE, Name: "x", Rope: RopeParams{HeadDim: 4, Dims: 4, Base: 1e4, Freqs: []float32{1}}}, shape{2, 8}, shape{2, 8}), "1 frequency factors for 2 rotated pairs"},
 		{"attention heads not a multiple of kv heads", "attention", alone(Op{Kind: Attention, Name: "x", Attn: attp(3, 2, 4)}, shape{2, 12}, shape{2, 12}, shape{2, 8}, shape{2, 8}), "head counts"},
 		{"attention zero kv heads", "attention", alone(Op{Kind: Attention, Name: "x", Attn: attp(4, 0, 4)}, shape{2, 16}, shape{2, 16}, shape{2, 8}, shape{2, 8}), "head counts"},
 		{"attention q width", "attention", alone(Op{Kind: Attention, Name: "x", Attn: attp(4, 2, 4)}, shape{2, 16}, shape{2, 12}, shape{2, 8}, shape{2, 8}), "head counts"},
@@ -243,5 +244,31 @@ func TestValidateBad(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRopeParamsEqual checks that Equal compares the factors by value, and
+// tells no factors from an empty list of them.
+func TestRopeParamsEqual(t *testing.T) {
+	a := RopeParams{HeadDim: 4, Dims: 4, Base: 1e4, Freqs: []float32{1, 32}}
+	for name, tc := range map[string]struct {
+		b    RopeParams
+		want bool
+	}{
+		"same values":   {RopeParams{HeadDim: 4, Dims: 4, Base: 1e4, Freqs: []float32{1, 32}}, true},
+		"other factor":  {RopeParams{HeadDim: 4, Dims: 4, Base: 1e4, Freqs: []float32{1, 8}}, false},
+		"no factors":    {RopeParams{HeadDim: 4, Dims: 4, Base: 1e4}, false},
+		"other base":    {RopeParams{HeadDim: 4, Dims: 4, Base: 5e5, Freqs: []float32{1, 32}}, false},
+		"other dims":    {RopeParams{HeadDim: 4, Dims: 2, Base: 1e4, Freqs: []float32{1, 32}}, false},
+		"other headdim": {RopeParams{HeadDim: 8, Dims: 4, Base: 1e4, Freqs: []float32{1, 32}}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := a.Equal(tc.b); got != tc.want {
+				t.Errorf("Equal = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if (RopeParams{Dims: 2, Freqs: []float32{}}).Equal(RopeParams{Dims: 2}) {
+		t.Error("an empty factor list equals none")
 	}
 }

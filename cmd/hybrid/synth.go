@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"hybrid/models/gguf"
 	"hybrid/models/synth"
 	"hybrid/runtime"
 )
@@ -17,6 +18,7 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same weights in every type")
 	out := fs.String("o", "", "output GGUF `file` (written atomically)")
 	threads := fs.Int("threads", 0, "threads that quantize; 0 uses every core")
+	vocab := fs.String("vocab", "", "GGUF `file` whose tokenizer.* keys the model gets (a llama.cpp vocabulary file); its token count must be the preset's")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -37,9 +39,23 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var vkv []gguf.KV
+	if *vocab != "" {
+		f, err := gguf.Open(*vocab)
+		if err != nil {
+			return err
+		}
+		// The keys' values are copied out of the mapping when parsed, so
+		// the file may close before they are written.
+		vkv, err = synth.VocabKVs(f, *vocab)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
 	prog, done := bar(stderr, "writing "+*out)
 	start := time.Now()
-	err = synth.Write(*out, synth.Options{Preset: p, Type: ft, Seed: *seed, Threads: *threads, Progress: prog})
+	err = synth.Write(*out, synth.Options{Preset: p, Type: ft, Seed: *seed, Threads: *threads, Progress: prog, Vocab: vkv})
 	done()
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"hybrid/devices"
@@ -144,6 +145,54 @@ func TestRoPEMatchesDefinition(t *testing.T) {
 	// θ is stepped by repeated f32 multiplication (as llama.cpp does), which
 	// drifts by a few ulps of θ per pair: 1e-4 covers positions up to ~100.
 	closeTo(t, "rope", got, want, 1e-4)
+}
+
+// TestRoPEFreqsMatchesDefinition checks a rope with frequency factors (as
+// Llama 3.1+ files carry) against θ_j = pos·base^(-2j/dims)/factor_j in
+// float64, and that the factors divide the angle rather than compound.
+func TestRoPEFreqsMatchesDefinition(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	d := New("cpu", 1)
+	defer d.Close()
+	// The factors of llama3 scaling: 1 for high frequencies, up to 32 for
+	// low ones, with a smooth band between.
+	freqs := []float32{1, 1, 1.5, 4, 17.25, 32}
+	p := ops.RopeParams{HeadDim: 16, Dims: 12, Base: 500000, Freqs: freqs}
+	op := &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: p}
+	n, width, pos := 3, 32, 40
+	x := randVec(r, n*width)
+	got := run(t, d, op, ops.Step{Tokens: make([]int32, n), Pos: pos}, n*width, x)
+	want := make([]float64, len(x))
+	for i := range x {
+		want[i] = float64(x[i])
+	}
+	for row := 0; row < n; row++ {
+		for h := 0; h < width; h += p.HeadDim {
+			for j := 0; j < p.Dims/2; j++ {
+				theta := float64(pos+row) * math.Pow(float64(p.Base), -2*float64(j)/float64(p.Dims)) / float64(freqs[j])
+				c, s := math.Cos(theta), math.Sin(theta)
+				i := row*width + h + 2*j
+				x0, x1 := float64(x[i]), float64(x[i+1])
+				want[i], want[i+1] = x0*c-x1*s, x0*s+x1*c
+			}
+		}
+	}
+	// As TestRoPEMatchesDefinition: f32 stepping of θ drifts a few ulps
+	// per pair, and dividing by a factor only shrinks θ.
+	closeTo(t, "rope with factors", got, want, 1e-4)
+
+	// The factors must change the result where they are not 1.
+	plain := run(t, d, &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: ops.RopeParams{HeadDim: 16, Dims: 12, Base: 500000}}, ops.Step{Tokens: make([]int32, n), Pos: pos}, n*width, x)
+	if plain[4] == got[4] && plain[5] == got[5] {
+		t.Error("frequency factor 1.5 left pair 2 as without factors")
+	}
+
+	bad := &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: ops.RopeParams{HeadDim: 16, Dims: 12, Base: 500000, Freqs: freqs[:5]}}
+	in, _ := d.Alloc(n * width)
+	out, _ := d.Alloc(n * width)
+	if err := d.Run(bad, ops.Step{Tokens: make([]int32, n), Pos: pos}, []devices.Buffer{in}, out); err == nil || !strings.Contains(err.Error(), "5 rope frequency factors") {
+		t.Errorf("a rope with 5 factors for 6 pairs: got %v", err)
+	}
 }
 
 func TestNormMatMulEmbedAgainstDequantized(t *testing.T) {

@@ -108,6 +108,9 @@ func (d *Device) run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 			kernels.MatMul(d.pool, w.w.Type, w.raw, w.w.Rows, w.w.Cols, ins[0], n, ob.F)
 		}
 	case ops.RoPE:
+		if f := op.Rope.Freqs; f != nil && len(f) != op.Rope.Dims/2 {
+			return fmt.Errorf("cpu: op %s: %d rope frequency factors for %d rotated pairs", op, len(f), op.Rope.Dims/2)
+		}
 		n := len(st.Tokens)
 		width := len(ins[0]) / n
 		d.rows(ins[0], width, func(lo, hi int) {
@@ -212,7 +215,12 @@ func rmsNorm(x, w []float32, eps float32, out []float32) {
 // tokens); row i is at position pos+i. It is llama.cpp's CPU rope to the bit:
 // θ for pair j is pos·base^(-2j/dims), stepped by repeated multiplication in
 // f32 from powf(base, -2/dims); cos and sin are glibc's sincosf; and the
-// rotation has the multiply-adds fused as GCC compiles it.
+// rotation has the multiply-adds fused as GCC compiles it. Frequency
+// factors, when the op has them, divide each pair's θ in f32 after the
+// stepping, as ggml_rope_cache_init does (theta/ff): the stepped θ itself is
+// never divided, so the factors do not compound. With llama.cpp's
+// freq_scale 1, ext_factor 0 and attn_factor 1 that quotient is the angle
+// exactly.
 func rope(x []float32, rows int, p ops.RopeParams, pos int) {
 	half := p.Dims / 2
 	cs := make([]float32, 2*half)
@@ -223,7 +231,11 @@ func rope(x []float32, rows int, p ops.RopeParams, pos int) {
 	for r := 0; r < rows; r++ {
 		theta := float32(pos + r)
 		for j := 0; j < half; j++ {
-			cs[2*j+1], cs[2*j] = sincosf(theta)
+			t := theta
+			if p.Freqs != nil {
+				t /= p.Freqs[j]
+			}
+			cs[2*j+1], cs[2*j] = sincosf(t)
 			theta *= scale
 		}
 		row := x[r*width : (r+1)*width]

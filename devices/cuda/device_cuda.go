@@ -211,7 +211,13 @@ func (d *Device) Info() devices.Info {
 // Supports implements devices.Device.
 func (d *Device) Supports(op *ops.Op) error {
 	switch op.Kind {
-	case ops.Embed, ops.RMSNorm, ops.MatMul, ops.RoPE, ops.SiLUMul, ops.Add, ops.LastRow:
+	case ops.Embed, ops.RMSNorm, ops.MatMul, ops.SiLUMul, ops.Add, ops.LastRow:
+	case ops.RoPE:
+		// The rope kernels compute each pair's angle from the base alone;
+		// a rope with frequency factors (Llama 3.1+) stays on the CPU.
+		if op.Rope.Freqs != nil {
+			return fmt.Errorf("cuda: op %s: rope with frequency factors %w", op, devices.ErrUnsupported)
+		}
 	case ops.Attention:
 		if op.Attn.HeadDim > 256 {
 			return fmt.Errorf("cuda: op %s: head dim %d over 256 %w", op, op.Attn.HeadDim, devices.ErrUnsupported)

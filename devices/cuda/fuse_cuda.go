@@ -157,7 +157,7 @@ func matchRope(q []pending) (unit, bool) {
 	}
 	rq, rk, at := q[0], q[1], q[2]
 	a := at.op.Attn
-	if rq.op.Rope != rk.op.Rope || rq.op.Rope.HeadDim != a.HeadDim || a.HeadDim%2 != 0 ||
+	if !rq.op.Rope.Equal(rk.op.Rope) || rq.op.Rope.HeadDim != a.HeadDim || a.HeadDim%2 != 0 ||
 		!same(at.ins[0], rq.out) || !same(at.ins[1], rk.out) ||
 		rq.ins[0].n != a.Heads*a.HeadDim || rk.ins[0].n != a.KVHeads*a.HeadDim || at.ins[2].n != a.KVHeads*a.HeadDim ||
 		rq.out.n != rq.ins[0].n || rk.out.n != rk.ins[0].n {

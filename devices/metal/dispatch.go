@@ -232,6 +232,11 @@ func Supports(op *ops.Op) error {
 		if r.HeadDim <= 0 || r.HeadDim%2 != 0 || r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > r.HeadDim {
 			return unsupported("rope of %d of %d features per head", r.Dims, r.HeadDim)
 		}
+		if r.Freqs != nil {
+			// The rope kernel computes each pair's angle from the base
+			// alone; frequency factors (Llama 3.1+) keep the op on the CPU.
+			return unsupported("rope with frequency factors")
+		}
 	case ops.Attention:
 		a := op.Attn
 		if a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || a.HeadDim <= 0 || a.Context <= 0 {

@@ -184,6 +184,7 @@ func TestSupports(t *testing.T) {
 		{"big head", &ops.Op{Kind: ops.Attention, Name: "attn", Attn: ops.AttnParams{Heads: 4, KVHeads: 4, HeadDim: 320, Context: 8}}, []string{"head size 320", "256"}},
 		{"head 256", &ops.Op{Kind: ops.Attention, Name: "attn", Attn: ops.AttnParams{Heads: 4, KVHeads: 2, HeadDim: 256, Context: 8}}, nil},
 		{"odd rope", &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: ops.RopeParams{HeadDim: 64, Dims: 65, Base: 1e4}}, []string{"65 of 64"}},
+		{"rope with factors", &ops.Op{Kind: ops.RoPE, Name: "blk.0.rope_q", Rope: ops.RopeParams{HeadDim: 4, Dims: 4, Base: 5e5, Freqs: []float32{1, 32}}}, []string{"frequency factors"}},
 		{"unknown kind", &ops.Op{Kind: ops.Kind(99), Name: "x"}, []string{"kind(99)"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -99,6 +99,12 @@ func (d *Device) Supports(op *ops.Op) error {
 	if err := d.Device.Supports(op); err != nil {
 		return fmt.Errorf("%s computes on the CPU: %w", d.Name(), err)
 	}
+	// The CUDA and Metal devices this one may stand for have no rope with
+	// frequency factors (CoreML runs no rope at all), so a plan made for
+	// them must not place one there; only a simulated CPU runs it.
+	if op.Kind == ops.RoPE && op.Rope.Freqs != nil && d.spec.Kind != "cpu" {
+		return fmt.Errorf("%s: op %s: the %s device's kernels have no rope with frequency factors: %w", d.Name(), op, d.spec.Kind, devices.ErrUnsupported)
+	}
 	return nil
 }
 

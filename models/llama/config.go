@@ -92,7 +92,7 @@ type Config struct {
 	Dim        int // embedding width
 	Heads      int
 	KVHeads    int
-	HeadDim    int
+	HeadDim    int // features per head: attention.key_length, by default Dim/Heads
 	FFN        int
 	RopeDims   int     // rotated features per head
 	RopeBase   float32 // θ
@@ -100,7 +100,20 @@ type Config struct {
 	Context    int     // training context length
 	Vocab      int
 	TiedOutput bool // the output projection reuses token_embd
+	// HasRopeFreqs says the file holds rope_freqs.weight (RopeDims/2 F32
+	// frequency factors: how Llama 3.1+ files express "llama3" rope
+	// scaling). ConfigFrom checks its type and shape; the factors
+	// themselves are tensor data, which FromFile reads into RopeFreqs.
+	HasRopeFreqs bool
+	RopeFreqs    []float32
 }
+
+// RopeFreqsTensor is the tensor of rope frequency factors.
+const RopeFreqsTensor = "rope_freqs.weight"
+
+// QDim is the width of the attention's queries (and of its output): head
+// size times heads, which need not be the embedding width.
+func (c Config) QDim() int { return c.Heads * c.HeadDim }
 
 // Limits that keep a hostile file from sizing absurd allocations: far above any
 // real Llama (405B has 126 layers, 16384 wide, 53248 FFN, 128256 vocabulary).
@@ -157,13 +170,29 @@ func ConfigFrom(md Metadata, tensors map[string]TensorShape) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if c.Dim%c.Heads != 0 {
-		return c, fmt.Errorf("llama: embedding_length %d is not a multiple of attention.head_count %d", c.Dim, c.Heads)
-	}
 	if c.Heads%c.KVHeads != 0 {
 		return c, fmt.Errorf("llama: attention.head_count %d is not a multiple of attention.head_count_kv %d", c.Heads, c.KVHeads)
 	}
-	c.HeadDim = c.Dim / c.Heads
+	// The head size is explicit in files whose heads do not split the
+	// embedding evenly (llama.cpp reads the same two keys, with the same
+	// default); hybrid's attention has one size for keys and values.
+	def := -1
+	if c.Dim%c.Heads == 0 {
+		def = c.Dim / c.Heads
+	} else if _, ok, e := lookupUint(md, arch+".attention.key_length"); e == nil && !ok {
+		return c, fmt.Errorf("llama: embedding_length %d is not a multiple of attention.head_count %d and %s.attention.key_length is missing", c.Dim, c.Heads, arch)
+	}
+	c.HeadDim = get("attention.key_length", def, maxDim)
+	vdim := get("attention.value_length", c.HeadDim, maxDim)
+	if err != nil {
+		return c, err
+	}
+	if vdim != c.HeadDim {
+		return c, fmt.Errorf("llama: %s.attention.key_length %d differs from %s.attention.value_length %d; hybrid needs one head size", arch, c.HeadDim, arch, vdim)
+	}
+	if uint64(c.Heads)*uint64(c.HeadDim) > 4*maxDim {
+		return c, fmt.Errorf("llama: %d heads of %d features (%s.attention.head_count × key_length) are too wide", c.Heads, c.HeadDim, arch)
+	}
 	c.RopeDims = get("rope.dimension_count", c.HeadDim, c.HeadDim)
 	if err != nil {
 		return c, err
@@ -181,6 +210,9 @@ func ConfigFrom(md Metadata, tensors map[string]TensorShape) (Config, error) {
 			return c, fmt.Errorf("llama: %s.rope.freq_base %g is not positive", arch, base)
 		}
 		c.RopeBase = float32(base)
+	}
+	if err := checkRopeScaling(md, arch); err != nil {
+		return c, err
 	}
 	c.Eps = 1e-5
 	eps, ok, err := lookupFloat(md, arch+".attention.layer_norm_rms_epsilon")
@@ -211,6 +243,15 @@ func ConfigFrom(md Metadata, tensors map[string]TensorShape) (Config, error) {
 	}
 	_, hasOut := tensors["output.weight"]
 	c.TiedOutput = !hasOut
+	if t, ok := tensors[RopeFreqsTensor]; ok {
+		if t.Type != quant.F32 {
+			return c, fmt.Errorf("llama: tensor %s has type %s, want F32", RopeFreqsTensor, t.Type)
+		}
+		if !sameDims(t.Dims, []uint64{uint64(c.RopeDims / 2)}) {
+			return c, fmt.Errorf("llama: tensor %s has dims %v, want [%d] (rope.dimension_count / 2)", RopeFreqsTensor, t.Dims, c.RopeDims/2)
+		}
+		c.HasRopeFreqs = true
+	}
 	for _, w := range c.Weights() {
 		t, ok := tensors[w.Name]
 		if !ok {
@@ -245,6 +286,33 @@ func sameDims(a, b []uint64) bool {
 	return true
 }
 
+// checkRopeScaling refuses the rope scalings hybrid does not implement,
+// which llama.cpp reads from these keys: any scaling factor other than 1
+// (it scales every angle by 1/factor, whatever the type) and any type but
+// none or linear (yarn and longrope change the angles and their
+// magnitude). Llama 3's "llama3" scaling is not among them: its files
+// carry it as rope_freqs.weight and no type.
+func checkRopeScaling(md Metadata, arch string) error {
+	typ, ok, err := lookupString(md, arch+".rope.scaling.type")
+	if err != nil {
+		return err
+	}
+	if ok && typ != "none" && typ != "linear" {
+		return fmt.Errorf("llama: %s.rope.scaling.type is %q; hybrid implements no rope scaling but llama3's (rope_freqs.weight)", arch, typ)
+	}
+	for _, key := range []string{"rope.scaling.factor", "rope.scale_linear", "rope.scaling.attn_factor"} {
+		f, ok, err := lookupFloat(md, arch+"."+key)
+		if err != nil {
+			return err
+		}
+		// llama.cpp reads a factor of 0 as none.
+		if ok && f != 0 && f != 1 {
+			return fmt.Errorf("llama: %s.%s is %g; hybrid implements no rope scaling but llama3's (rope_freqs.weight)", arch, key, f)
+		}
+	}
+	return nil
+}
+
 // WeightShape is a tensor the model needs, with its matrix shape.
 type WeightShape struct {
 	Name       string
@@ -253,16 +321,16 @@ type WeightShape struct {
 
 // Weights lists every tensor the model reads, with the shape it must have.
 func (c Config) Weights() []WeightShape {
-	kv := c.KVHeads * c.HeadDim
+	kv, q := c.KVHeads*c.HeadDim, c.QDim()
 	ws := []WeightShape{{"token_embd.weight", c.Vocab, c.Dim}}
 	for l := 0; l < c.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
 		ws = append(ws,
 			WeightShape{p + "attn_norm.weight", 1, c.Dim},
-			WeightShape{p + "attn_q.weight", c.Dim, c.Dim},
+			WeightShape{p + "attn_q.weight", q, c.Dim},
 			WeightShape{p + "attn_k.weight", kv, c.Dim},
 			WeightShape{p + "attn_v.weight", kv, c.Dim},
-			WeightShape{p + "attn_output.weight", c.Dim, c.Dim},
+			WeightShape{p + "attn_output.weight", c.Dim, q},
 			WeightShape{p + "ffn_norm.weight", 1, c.Dim},
 			WeightShape{p + "ffn_gate.weight", c.FFN, c.Dim},
 			WeightShape{p + "ffn_up.weight", c.FFN, c.Dim},

@@ -73,6 +73,10 @@ func TestConfigNamesWrongTypes(t *testing.T) {
 		"freq_base int":      {"llama.rope.freq_base", uint32(10000), "llama.rope.freq_base is uint32, want a float"},
 		"epsilon f32 array":  {"llama.attention.layer_norm_rms_epsilon", gguf.Array{Type: gguf.TypeFloat32, Values: []float32{1e-5}}, "is array of float32, want a float"},
 		"vocab_size f32":     {"llama.vocab_size", float32(512), "llama.vocab_size is float32, want an unsigned integer"},
+		"key_length f32":     {"llama.attention.key_length", float32(32), "llama.attention.key_length is float32, want an unsigned integer"},
+		"value_length str":   {"llama.attention.value_length", "32", "llama.attention.value_length is string, want an unsigned integer"},
+		"scaling type u32":   {"llama.rope.scaling.type", uint32(1), "llama.rope.scaling.type is uint32, want string"},
+		"scaling factor str": {"llama.rope.scaling.factor", "4", "llama.rope.scaling.factor is string, want a float"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := FromFile(withKV(t, tc.key, tc.val), "m.gguf")

@@ -17,6 +17,11 @@ func Build(c Config, types map[string]quant.Type, n, past, ctx int) (*ops.Graph,
 	if past < 0 || past+n > ctx {
 		return nil, fmt.Errorf("llama: positions %d..%d do not fit the context of %d", past, past+n-1, ctx)
 	}
+	if c.HasRopeFreqs && len(c.RopeFreqs) != c.RopeDims/2 {
+		// FromFile reads the factors; a config without them would rotate
+		// as if the file had none.
+		return nil, fmt.Errorf("llama: the model has %s but the config holds %d of its %d factors", RopeFreqsTensor, len(c.RopeFreqs), c.RopeDims/2)
+	}
 	b := &builder{g: &ops.Graph{Tokens: n, Past: past}, c: c, types: types}
 	shapes := map[string]WeightShape{}
 	for _, w := range c.Weights() {
@@ -24,18 +29,24 @@ func Build(c Config, types map[string]quant.Type, n, past, ctx int) (*ops.Graph,
 	}
 	b.shapes = shapes
 
-	kv := c.KVHeads * c.HeadDim
+	kv, qd := c.KVHeads*c.HeadDim, c.QDim()
+	var freqs []float32
+	if c.HasRopeFreqs {
+		freqs = c.RopeFreqs
+	}
 	x := b.op(ops.Embed, "token_embd", -1, nil, n, c.Dim, "token_embd.weight", nil)
 	for l := 0; l < c.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
 		h := b.op(ops.RMSNorm, p+"attn_norm", l, []int{x}, n, c.Dim, p+"attn_norm.weight", nil)
-		q := b.op(ops.MatMul, p+"attn_q", l, []int{h}, n, c.Dim, p+"attn_q.weight", nil)
+		q := b.op(ops.MatMul, p+"attn_q", l, []int{h}, n, qd, p+"attn_q.weight", nil)
 		k := b.op(ops.MatMul, p+"attn_k", l, []int{h}, n, kv, p+"attn_k.weight", nil)
 		v := b.op(ops.MatMul, p+"attn_v", l, []int{h}, n, kv, p+"attn_v.weight", nil)
-		rope := func(o *ops.Op) { o.Rope = ops.RopeParams{HeadDim: c.HeadDim, Dims: c.RopeDims, Base: c.RopeBase} }
-		q = b.op(ops.RoPE, p+"rope_q", l, []int{q}, n, c.Dim, "", rope)
+		rope := func(o *ops.Op) {
+			o.Rope = ops.RopeParams{HeadDim: c.HeadDim, Dims: c.RopeDims, Base: c.RopeBase, Freqs: freqs}
+		}
+		q = b.op(ops.RoPE, p+"rope_q", l, []int{q}, n, qd, "", rope)
 		k = b.op(ops.RoPE, p+"rope_k", l, []int{k}, n, kv, "", rope)
-		a := b.op(ops.Attention, p+"attn", l, []int{q, k, v}, n, c.Dim, "", func(o *ops.Op) {
+		a := b.op(ops.Attention, p+"attn", l, []int{q, k, v}, n, qd, "", func(o *ops.Op) {
 			o.Attn = ops.AttnParams{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Context: ctx}
 		})
 		o := b.op(ops.MatMul, p+"attn_output", l, []int{a}, n, c.Dim, p+"attn_output.weight", nil)

@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -103,7 +104,7 @@ func TestConfigFromNamesBadKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != c {
+	if !reflect.DeepEqual(got, c) {
 		t.Fatalf("config %+v, want %+v", got, c)
 	}
 	for name, tc := range map[string]struct {

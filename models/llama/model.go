@@ -2,6 +2,7 @@ package llama
 
 import (
 	"fmt"
+	"math"
 
 	"hybrid/models/gguf"
 	"hybrid/models/tokenizer"
@@ -48,6 +49,21 @@ func FromFile(f *gguf.File, name string) (*Model, error) {
 	var err error
 	if m.Config, err = ConfigFrom(f, shapes); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if m.Config.HasRopeFreqs {
+		// ConfigFrom checked the tensor is F32 of RopeDims/2 values, so
+		// its bytes are exactly that many.
+		raw := f.TensorData(m.tensors[RopeFreqsTensor])
+		fs := make([]float32, m.Config.RopeDims/2)
+		if err := quant.Dequantize(quant.F32, raw, fs); err != nil {
+			return nil, fmt.Errorf("%s: tensor %s: %w", name, RopeFreqsTensor, err)
+		}
+		for i, v := range fs {
+			if !(v > 0) || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("%s: tensor %s: factor %d is %g, want a positive finite number", name, RopeFreqsTensor, i, v)
+			}
+		}
+		m.Config.RopeFreqs = fs
 	}
 	if m.Tokenizer, err = tokenizer.FromGGUF(f); err != nil {
 		return nil, err // it names the file

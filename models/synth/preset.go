@@ -23,6 +23,22 @@ type Preset struct {
 	RopeBase float32
 	Eps      float32
 	Source   string // where the shape comes from
+	// Tied says the model has no output.weight: the output projection
+	// reuses token_embd, as Llama 3.2's small models do.
+	Tied bool
+	// Llama3Rope, when not nil, is the model's "llama3" rope scaling,
+	// which the file carries as rope_freqs.weight (RopeFreqs).
+	Llama3Rope *Llama3Rope
+	// VocabFrom names the vocabulary file the preset needs (Options.Vocab):
+	// its tokenizer is a real one, not the generated SentencePiece pieces.
+	VocabFrom string
+}
+
+// Llama3Rope is the rope_scaling of a Hugging Face config.json whose
+// rope_type is "llama3".
+type Llama3Rope struct {
+	Factor, LowFreqFactor, HighFreqFactor float64
+	OriginalContext                       int // original_max_position_embeddings
 }
 
 var presets = map[string]Preset{
@@ -32,6 +48,14 @@ var presets = map[string]Preset{
 		RopeBase: 10000, Eps: 1e-5, Source: "TinyLlama/TinyLlama-1.1B-Chat-v1.0 config.json"},
 	"llama-7b": {Name: "llama-7b", Layers: 32, Dim: 4096, Heads: 32, KVHeads: 32, FFN: 11008, Vocab: 32000, Context: 4096,
 		RopeBase: 10000, Eps: 1e-5, Source: "meta-llama/Llama-2-7b-hf config.json"},
+	// The real model's context is 131072; 4096 keeps the KV cache of a
+	// benchmark small. Its rope is unaffected: the llama3 factors depend
+	// on original_max_position_embeddings, not on the context.
+	"llama-3.2-1b": {Name: "llama-3.2-1b", Layers: 16, Dim: 2048, Heads: 32, KVHeads: 8, FFN: 8192, Vocab: 128256, Context: 4096,
+		RopeBase: 500000, Eps: 1e-5, Tied: true,
+		Llama3Rope: &Llama3Rope{Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192},
+		VocabFrom:  "a Llama 3 vocabulary (tokenizer.ggml.pre llama-bpe), e.g. ggml-vocab-llama-bpe.gguf",
+		Source:     "meta-llama/Llama-3.2-1B config.json"},
 }
 
 // LookupPreset returns the preset named name.
@@ -57,5 +81,9 @@ func (p Preset) Params() int64 {
 	kv := int64(p.KVHeads * (p.Dim / p.Heads))
 	d := int64(p.Dim)
 	perLayer := 2*d*d + 2*kv*d + 3*int64(p.FFN)*d + 2*d
-	return int64(p.Layers)*perLayer + 2*int64(p.Vocab)*d + d
+	embd := 2 * int64(p.Vocab) * d
+	if p.Tied {
+		embd /= 2
+	}
+	return int64(p.Layers)*perLayer + embd + d
 }

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -25,15 +26,23 @@ type Options struct {
 	// Progress, if not nil, receives the bytes written so far and the file's
 	// size.
 	Progress func(done, total int64)
+	// Vocab, if not nil, is the tokenizer.* metadata to write (VocabKVs)
+	// in place of the generated vocabulary; its token count must be the
+	// preset's. A preset with VocabFrom needs it.
+	Vocab []gguf.KV
 }
 
-// Config is the llama config a preset describes (separate output weight).
+// Config is the llama config a preset describes, with its rope factors.
 func (p Preset) Config() llama.Config {
-	return llama.Config{
+	c := llama.Config{
 		Arch: "llama", Layers: p.Layers, Dim: p.Dim, Heads: p.Heads, KVHeads: p.KVHeads,
 		HeadDim: p.Dim / p.Heads, FFN: p.FFN, RopeDims: p.Dim / p.Heads, RopeBase: p.RopeBase,
-		Eps: p.Eps, Context: p.Context, Vocab: p.Vocab,
+		Eps: p.Eps, Context: p.Context, Vocab: p.Vocab, TiedOutput: p.Tied,
 	}
+	if f := p.RopeFreqs(); f != nil {
+		c.HasRopeFreqs, c.RopeFreqs = true, f
+	}
+	return c
 }
 
 // std is the standard deviation of a weight's values: matrices keep
@@ -74,12 +83,24 @@ func Plan(o Options) ([]gguf.KV, []gguf.TensorInfo, error) {
 	if p.Dim%p.Heads != 0 || p.Heads%p.KVHeads != 0 {
 		return nil, nil, fmt.Errorf("synth: preset %s: width %d, %d heads and %d KV heads do not divide", p.Name, p.Dim, p.Heads, p.KVHeads)
 	}
-	kvs, err := metadata(p, ft)
+	if p.VocabFrom != "" && o.Vocab == nil {
+		return nil, nil, fmt.Errorf("synth: preset %s needs a vocabulary file (--vocab): %s", p.Name, p.VocabFrom)
+	}
+	if o.Vocab != nil {
+		if n := vocabSize(o.Vocab); n != p.Vocab {
+			return nil, nil, fmt.Errorf("synth: preset %s: the vocabulary has %d tokens, the preset %d", p.Name, n, p.Vocab)
+		}
+	}
+	kvs, err := metadata(p, ft, o.Vocab)
 	if err != nil {
 		return nil, nil, err
 	}
 	types := ft.Types(p)
 	var infos []gguf.TensorInfo
+	if f := p.RopeFreqs(); f != nil {
+		// First, as llama.cpp's converter writes its extra tensors.
+		infos = append(infos, gguf.TensorInfo{Name: llama.RopeFreqsTensor, Type: quant.F32, Dims: []uint64{uint64(len(f))}})
+	}
 	for _, w := range p.Config().Weights() {
 		ti := gguf.TensorInfo{Name: w.Name, Type: types[w.Name]}
 		if w.Rows == 1 {
@@ -137,6 +158,18 @@ func writeTensors(w *gguf.Writer, infos []gguf.TensorInfo, o Options) error {
 		threads = goruntime.GOMAXPROCS(0)
 	}
 	for _, ti := range infos {
+		if ti.Name == llama.RopeFreqsTensor {
+			// Not a weight: the factors the preset's rope scaling gives.
+			f := o.Preset.RopeFreqs()
+			b := make([]byte, 4*len(f))
+			for i, v := range f {
+				binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+			}
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			continue
+		}
 		cols := int(ti.Dims[0])
 		rows := 1
 		if len(ti.Dims) > 1 {
@@ -201,15 +234,12 @@ func fillRows(ti gguf.TensorInfo, seed uint64, cols, layers, r0, n int, out []by
 }
 
 // metadata returns the GGUF metadata of a synthetic model: llama.cpp's keys
-// for the architecture, and the built-in model's tokenizer extended with
-// generated pieces to the preset's vocabulary size.
-func metadata(p Preset, ft FileType) ([]gguf.KV, error) {
-	tokens, scores, types, err := vocabulary(p.Vocab)
-	if err != nil {
-		return nil, err
-	}
+// for the architecture, and vocab's tokenizer keys or, when it is nil, the
+// built-in model's tokenizer extended with generated pieces to the preset's
+// vocabulary size.
+func metadata(p Preset, ft FileType, vocab []gguf.KV) ([]gguf.KV, error) {
 	u := func(v int) uint32 { return uint32(v) }
-	return []gguf.KV{
+	kvs := []gguf.KV{
 		{Key: "general.architecture", Value: "llama"},
 		{Key: "general.name", Value: fmt.Sprintf("synthetic %s %s (seed-determined random weights)", p.Name, ft.Name)},
 		{Key: "general.file_type", Value: ft.ID},
@@ -224,6 +254,23 @@ func metadata(p Preset, ft FileType) ([]gguf.KV, error) {
 		{Key: "llama.attention.layer_norm_rms_epsilon", Value: p.Eps},
 		{Key: "llama.rope.freq_base", Value: p.RopeBase},
 		{Key: "llama.vocab_size", Value: u(p.Vocab)},
+	}
+	if p.Llama3Rope != nil {
+		// llama.cpp's converter writes the head size of models whose
+		// config.json gives head_dim, as Llama 3.1+ do; the older presets'
+		// files keep their bytes.
+		kvs = append(kvs,
+			gguf.KV{Key: "llama.attention.key_length", Value: u(p.Dim / p.Heads)},
+			gguf.KV{Key: "llama.attention.value_length", Value: u(p.Dim / p.Heads)})
+	}
+	if vocab != nil {
+		return append(kvs, vocab...), nil
+	}
+	tokens, scores, types, err := vocabulary(p.Vocab)
+	if err != nil {
+		return nil, err
+	}
+	return append(kvs, []gguf.KV{
 		{Key: "tokenizer.ggml.model", Value: "llama"},
 		{Key: "tokenizer.ggml.tokens", Value: gguf.Array{Type: gguf.TypeString, Values: tokens}},
 		{Key: "tokenizer.ggml.scores", Value: gguf.Array{Type: gguf.TypeFloat32, Values: scores}},
@@ -233,7 +280,7 @@ func metadata(p Preset, ft FileType) ([]gguf.KV, error) {
 		{Key: "tokenizer.ggml.unknown_token_id", Value: uint32(0)},
 		{Key: "tokenizer.ggml.add_bos_token", Value: true},
 		{Key: "tokenizer.ggml.add_eos_token", Value: false},
-	}, nil
+	}...), nil
 }
 
 // vocabulary returns the built-in model's vocabulary extended to n tokens
