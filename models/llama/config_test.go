@@ -28,13 +28,26 @@ func withKV(t *testing.T, key string, v any) *gguf.File {
 	if !found {
 		kvs = append(kvs, gguf.KV{Key: key, Value: v})
 	}
+	return rewritten(t, f, kvs, f.Tensors, nil)
+}
+
+// rewritten writes f's tensors, then extra's data for the tensors beyond
+// f's (one []byte each), under kvs and tensors as a new file, parsed under
+// the name "m.gguf".
+func rewritten(t *testing.T, f *gguf.File, kvs []gguf.KV, tensors []gguf.TensorInfo, extra [][]byte) *gguf.File {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "m.gguf")
-	w, err := gguf.Create(path, kvs, f.Tensors)
+	w, err := gguf.Create(path, kvs, tensors)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range f.Tensors {
 		if err := w.WriteTensor(f.TensorData(&f.Tensors[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range extra {
+		if err := w.WriteTensor(d); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,8 +3,6 @@ package llama
 import (
 	"encoding/binary"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -190,31 +188,7 @@ func withRopeFreqs(t *testing.T, typ quant.Type, dims []uint64, data []byte) *gg
 		t.Fatal(err)
 	}
 	tensors := append(append([]gguf.TensorInfo(nil), f.Tensors...), gguf.TensorInfo{Name: RopeFreqsTensor, Dims: dims, Type: typ})
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	w, err := gguf.Create(path, f.KV, tensors)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range f.Tensors {
-		if err := w.WriteTensor(f.TensorData(&f.Tensors[i])); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.WriteTensor(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gguf.Parse(raw, "m.gguf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return rewritten(t, f, f.KV, tensors, [][]byte{data})
 }
 
 func f32Bytes(v []float32) []byte {
