@@ -86,6 +86,7 @@ var llamacppCases = []string{
 	"text <|endoftext|> more<|endoftext|>",
 	"<｜begin▁of▁sentence｜>User: hi<｜end▁of▁sentence｜>",
 	"<s>[INST] hi [/INST]</s>",
+	"<|user|>\nHi there</s> and <|end|>\n<|assistant|>\nHello",
 	"ø ö ú ÿ À Á øø",
 	"[PAD151650] [PAD100020]<|reserved_special_token_5|>",
 	"",
@@ -106,6 +107,10 @@ var llamacppVocabs = []struct {
 	{"gpt-2", "gpt-2", "", true},
 	{"deepseek-llm", "deepseek-llm", "", true},
 	{"llama-spm", "llama-spm", "", true},
+	// phi-3 only without special tokens: llama.cpp strips the whitespace
+	// after its special tokens (keyed on general.name), which this package
+	// does not do yet.
+	{"phi-3", "phi-3", "", false},
 	{"gpt-2 without tokenizer.ggml.pre", "gpt-2", "-", false},
 	{"gpt-2 as smollm", "gpt-2", "smollm", false},
 	{"gpt-2 as falcon", "gpt-2", "falcon", false},

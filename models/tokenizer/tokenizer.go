@@ -239,11 +239,14 @@ func New(v Vocab) (*Tokenizer, error) {
 		t.eot = t.findEOT()
 	}
 
+	// llama.cpp recognises end-of-generation, EOM and FIM tokens by their
+	// texts for every vocabulary type (phi-3's user-defined "</s>" becomes
+	// a control token, for one).
+	t.markBPESpecials(v)
 	if v.Model == "gpt2" {
 		// BPE writes no space prefix, and drops bytes it has no token
 		// for instead of falling back on byte tokens.
 		t.addSpacePrefix = false
-		t.markBPESpecials(v)
 		var err error
 		if t.bpe, err = newBPE(t, pre, v.Merges); err != nil {
 			return nil, err
