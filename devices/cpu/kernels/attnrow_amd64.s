@@ -147,23 +147,49 @@ lnext:
 DATA attnOne<>+0(SB)/4, $0x3f800000
 GLOBL attnOne<>(SB), RODATA|NOPTR, $4
 
+// ARGS loads the kernels' common arguments: q into DI, the keys into SI,
+// the values into DX, the row stride in bytes into R8, the key count into
+// CX, the scale into X31, the state into R9 and the exp table into R12.
+#define ARGS \
+	MOVQ q+0(FP), DI \
+	MOVQ k+8(FP), SI \
+	MOVQ v+16(FP), DX \
+	MOVQ stride+24(FP), R8 \
+	SHLQ $1, R8 \
+	MOVQ n+32(FP), CX \
+	VMOVSS scale+40(FP), X31 \
+	MOVQ st+48(FP), R9 \
+	MOVQ tab+56(FP), R12
+
+// LOADACC and STOREACC move 64 accumulator values at off+0..255(R9).
+#define LOADACC(off, a0, a1, a2, a3) \
+	VMOVUPS off(R9), a0 \
+	VMOVUPS (off+64)(R9), a1 \
+	VMOVUPS (off+128)(R9), a2 \
+	VMOVUPS (off+192)(R9), a3
+
+#define STOREACC(off, a0, a1, a2, a3) \
+	VMOVUPS a0, off(R9) \
+	VMOVUPS a1, (off+64)(R9) \
+	VMOVUPS a2, (off+128)(R9) \
+	VMOVUPS a3, (off+192)(R9)
+
+// LOADSTATE and STORESTATE move one head's state at off(R9): M, S and the
+// first 64 accumulator values.
+#define LOADSTATE(off, M, S, a0, a1, a2, a3) \
+	VMOVSS off(R9), M \
+	VMOVSS (off+4)(R9), S \
+	LOADACC(off+8, a0, a1, a2, a3)
+
+#define STORESTATE(off, M, S, a0, a1, a2, a3) \
+	VMOVSS M, off(R9) \
+	VMOVSS S, (off+4)(R9) \
+	STOREACC(off+8, a0, a1, a2, a3)
+
 // func attnRow64(q *float32, k, v *uint16, stride, n int, scale float32, st *float32, tab *uint64)
 TEXT ·attnRow64(SB), NOSPLIT, $0-64
-	MOVQ q+0(FP), DI
-	MOVQ k+8(FP), SI
-	MOVQ v+16(FP), DX
-	MOVQ stride+24(FP), R8
-	SHLQ $1, R8
-	MOVQ n+32(FP), CX
-	VMOVSS scale+40(FP), X31
-	MOVQ st+48(FP), R9
-	MOVQ tab+56(FP), R12
-	VMOVSS (R9), X28
-	VMOVSS 4(R9), X29
-	VMOVUPS 8(R9), Z16
-	VMOVUPS 72(R9), Z17
-	VMOVUPS 136(R9), Z18
-	VMOVUPS 200(R9), Z19
+	ARGS
+	LOADSTATE(0, X28, X29, Z16, Z17, Z18, Z19)
 	TESTQ CX, CX
 	JZ    r64end
 r64key:
@@ -173,36 +199,15 @@ r64key:
 	DECQ CX
 	JNZ  r64key
 r64end:
-	VMOVSS X28, (R9)
-	VMOVSS X29, 4(R9)
-	VMOVUPS Z16, 8(R9)
-	VMOVUPS Z17, 72(R9)
-	VMOVUPS Z18, 136(R9)
-	VMOVUPS Z19, 200(R9)
+	STORESTATE(0, X28, X29, Z16, Z17, Z18, Z19)
 	VZEROUPPER
 	RET
 
 // func attnRow128(q *float32, k, v *uint16, stride, n int, scale float32, st *float32, tab *uint64)
 TEXT ·attnRow128(SB), NOSPLIT, $0-64
-	MOVQ q+0(FP), DI
-	MOVQ k+8(FP), SI
-	MOVQ v+16(FP), DX
-	MOVQ stride+24(FP), R8
-	SHLQ $1, R8
-	MOVQ n+32(FP), CX
-	VMOVSS scale+40(FP), X31
-	MOVQ st+48(FP), R9
-	MOVQ tab+56(FP), R12
-	VMOVSS (R9), X28
-	VMOVSS 4(R9), X29
-	VMOVUPS 8(R9), Z16
-	VMOVUPS 72(R9), Z17
-	VMOVUPS 136(R9), Z18
-	VMOVUPS 200(R9), Z19
-	VMOVUPS 264(R9), Z20
-	VMOVUPS 328(R9), Z21
-	VMOVUPS 392(R9), Z22
-	VMOVUPS 456(R9), Z23
+	ARGS
+	LOADSTATE(0, X28, X29, Z16, Z17, Z18, Z19)
+	LOADACC(264, Z20, Z21, Z22, Z23)
 	TESTQ CX, CX
 	JZ    r128end
 	LEAQ  128(SI), R10
@@ -216,16 +221,8 @@ r128key:
 	DECQ CX
 	JNZ  r128key
 r128end:
-	VMOVSS X28, (R9)
-	VMOVSS X29, 4(R9)
-	VMOVUPS Z16, 8(R9)
-	VMOVUPS Z17, 72(R9)
-	VMOVUPS Z18, 136(R9)
-	VMOVUPS Z19, 200(R9)
-	VMOVUPS Z20, 264(R9)
-	VMOVUPS Z21, 328(R9)
-	VMOVUPS Z22, 392(R9)
-	VMOVUPS Z23, 456(R9)
+	STORESTATE(0, X28, X29, Z16, Z17, Z18, Z19)
+	STOREACC(264, Z20, Z21, Z22, Z23)
 	VZEROUPPER
 	RET
 
@@ -288,27 +285,9 @@ lnext:
 // q holds head A's 64 values then head B's; st head A's state (M, S, 64
 // values) then head B's.
 TEXT ·attnRow64x2(SB), NOSPLIT, $0-64
-	MOVQ q+0(FP), DI
-	MOVQ k+8(FP), SI
-	MOVQ v+16(FP), DX
-	MOVQ stride+24(FP), R8
-	SHLQ $1, R8
-	MOVQ n+32(FP), CX
-	VMOVSS scale+40(FP), X31
-	MOVQ st+48(FP), R9
-	MOVQ tab+56(FP), R12
-	VMOVSS (R9), X28
-	VMOVSS 4(R9), X29
-	VMOVUPS 8(R9), Z16
-	VMOVUPS 72(R9), Z17
-	VMOVUPS 136(R9), Z18
-	VMOVUPS 200(R9), Z19
-	VMOVSS 264(R9), X26
-	VMOVSS 268(R9), X27
-	VMOVUPS 272(R9), Z20
-	VMOVUPS 336(R9), Z21
-	VMOVUPS 400(R9), Z22
-	VMOVUPS 464(R9), Z23
+	ARGS
+	LOADSTATE(0, X28, X29, Z16, Z17, Z18, Z19)
+	LOADSTATE(264, X26, X27, Z20, Z21, Z22, Z23)
 	TESTQ CX, CX
 	JZ    x2end
 x2key:
@@ -331,17 +310,7 @@ x2key:
 	DECQ CX
 	JNZ  x2key
 x2end:
-	VMOVSS X28, (R9)
-	VMOVSS X29, 4(R9)
-	VMOVUPS Z16, 8(R9)
-	VMOVUPS Z17, 72(R9)
-	VMOVUPS Z18, 136(R9)
-	VMOVUPS Z19, 200(R9)
-	VMOVSS X26, 264(R9)
-	VMOVSS X27, 268(R9)
-	VMOVUPS Z20, 272(R9)
-	VMOVUPS Z21, 336(R9)
-	VMOVUPS Z22, 400(R9)
-	VMOVUPS Z23, 464(R9)
+	STORESTATE(0, X28, X29, Z16, Z17, Z18, Z19)
+	STORESTATE(264, X26, X27, Z20, Z21, Z22, Z23)
 	VZEROUPPER
 	RET
