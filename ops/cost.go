@@ -87,6 +87,13 @@ func costAdd(g *Graph, op *Op) Cost {
 	return c
 }
 
+func costAddBias(g *Graph, op *Op) Cost {
+	c := moved(g, op)
+	c.BytesRead += op.Weight.Bytes()
+	c.FLOPs = elems(g, op)
+	return c
+}
+
 func costLastRow(g *Graph, op *Op) Cost {
 	c := moved(g, op)
 	c.BytesRead = g.Values[op.Out].Bytes() // one row of the input, not all of it

@@ -30,6 +30,8 @@ func TestCostOf(t *testing.T) {
 		{"res", Cost{FLOPs: 16, BytesRead: 2 * act, BytesWritten: act}},
 		// Reads only the row it copies.
 		{"last", Cost{FLOPs: 0, BytesRead: 8 * 4, BytesWritten: 8 * 4}},
+		// One add an element; reads its row and the f32 [8] bias.
+		{"bias", Cost{FLOPs: 8, BytesRead: 8*4 + 8*4, BytesWritten: 8 * 4}},
 	} {
 		t.Run(c.op, func(t *testing.T) {
 			if got := CostOf(g, byName(g, c.op)); got != c.want {
@@ -39,7 +41,7 @@ func TestCostOf(t *testing.T) {
 	}
 	// The hand numbers above cover every kind.
 	seen := map[Kind]bool{}
-	for _, name := range []string{"emb", "norm", "q", "rq", "attn", "gate", "res", "last"} {
+	for _, name := range []string{"emb", "norm", "q", "rq", "attn", "gate", "res", "last", "bias"} {
 		seen[byName(g, name).Kind] = true
 	}
 	if len(seen) != len(Kinds()) {

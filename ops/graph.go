@@ -37,12 +37,16 @@ type RopeParams struct {
 	// express their "llama3" rope scaling). Shared by every RoPE op of a
 	// graph and never written.
 	Freqs []float32
+	// Neox pairs feature j of a head with feature j+Dims/2 instead of j+1
+	// (llama.cpp's LLAMA_ROPE_TYPE_NEOX, used by Qwen2 and Qwen3). The
+	// angles are the same: pair j turns by pos·base^(-2j/Dims).
+	Neox bool
 }
 
 // Equal reports whether r and o rotate alike (RopeParams holds a slice,
 // so == does not compile on it).
 func (r RopeParams) Equal(o RopeParams) bool {
-	if r.HeadDim != o.HeadDim || r.Dims != o.Dims || r.Base != o.Base || len(r.Freqs) != len(o.Freqs) || (r.Freqs == nil) != (o.Freqs == nil) {
+	if r.HeadDim != o.HeadDim || r.Dims != o.Dims || r.Base != o.Base || r.Neox != o.Neox || len(r.Freqs) != len(o.Freqs) || (r.Freqs == nil) != (o.Freqs == nil) {
 		return false
 	}
 	for i, f := range r.Freqs {
@@ -71,9 +75,12 @@ type Op struct {
 	Out    int    // value id written
 	Weight *Weight
 	Eps    float32 // RMSNorm epsilon
-	Rope   RopeParams
-	Attn   AttnParams
-	Cost   Cost
+	// PerHead makes an RMSNorm normalise each head (Weight.Cols features)
+	// of a row on its own.
+	PerHead bool
+	Rope    RopeParams
+	Attn    AttnParams
+	Cost    Cost
 }
 
 // String names the op for errors and tables.

@@ -20,13 +20,17 @@ const (
 	// tokens: out [n, d]. It has no value inputs.
 	Embed Kind = iota + 1
 	// RMSNorm normalises each row of In[0] by its root mean square and multiplies
-	// by Weight (a [d] vector): out [n, d].
+	// by Weight (a [d] vector): out [n, d]. With Op.PerHead set, each head of a
+	// row (Weight.Cols features, which divide the row) is normalised on its own
+	// and multiplied by the same weight (Qwen3's norms of Q and K).
 	RMSNorm
 	// MatMul multiplies each row of In[0] [n, k] by the transposed weight matrix
 	// (Weight: m rows of k elements, in any quant type): out [n, m].
 	MatMul
-	// RoPE rotates adjacent pairs of each head's features of In[0] by the token's
-	// position (llama.cpp's "normal" rope mode): out has In[0]'s shape.
+	// RoPE rotates pairs of each head's features of In[0] by the token's
+	// position: adjacent pairs (llama.cpp's "normal" rope mode), or with
+	// Rope.Neox set, feature j with feature j+Dims/2 (its NEOX mode, which
+	// Qwen models use): out has In[0]'s shape.
 	RoPE
 	// Attention appends In[1] (keys) and In[2] (values) to the layer's KV cache at
 	// the step's positions and computes causal, grouped-query softmax attention of
@@ -39,6 +43,9 @@ const (
 	// LastRow takes the last row of In[0]: out [1, d]. Prefill computes logits for
 	// the last token only.
 	LastRow
+	// AddBias adds Weight (a [d] vector) to every row of In[0] [n, d]: the
+	// biases of Qwen2's Q, K and V projections. out has In[0]'s shape.
+	AddBias
 )
 
 // kindInfo is what ops knows of one kind.
@@ -64,6 +71,7 @@ var kinds = [...]kindInfo{
 	SiLUMul:   {"silu_mul", 2, false, checkElementwise, costSiLUMul},
 	Add:       {"add", 2, false, checkElementwise, costAdd},
 	LastRow:   {"last_row", 1, false, checkLastRow, costLastRow},
+	AddBias:   {"add_bias", 1, true, checkAddBias, costAddBias},
 }
 
 // info returns k's row of the table, or nil if k is no kind.

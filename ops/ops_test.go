@@ -17,6 +17,7 @@ func TestKindsTable(t *testing.T) {
 		{SiLUMul, "silu_mul", 2, false},
 		{Add, "add", 2, false},
 		{LastRow, "last_row", 1, false},
+		{AddBias, "add_bias", 1, true},
 	}
 	ks := Kinds()
 	if len(ks) != len(want) {
@@ -33,7 +34,7 @@ func TestKindsTable(t *testing.T) {
 			}
 		})
 	}
-	for _, k := range []Kind{0, LastRow + 1, 99} {
+	for _, k := range []Kind{0, AddBias + 1, 99} {
 		if k.Known() || k.Inputs() != -1 || k.NeedsWeight() {
 			t.Errorf("%s: known %v, %d inputs, weight %v", k, k.Known(), k.Inputs(), k.NeedsWeight())
 		}

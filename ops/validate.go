@@ -77,8 +77,25 @@ func checkEmbed(op *Op, _ []*Value, out *Value) error {
 }
 
 func checkRMSNorm(op *Op, in []*Value, out *Value) error {
-	if op.Weight.Cols != in[0].Cols || !sameShape(out, in[0]) {
+	w := op.Weight
+	if w.Rows != 1 || !sameShape(out, in[0]) {
 		return errors.New("norm weight or output shape does not match input")
+	}
+	if op.PerHead {
+		if w.Cols <= 0 || in[0].Cols%w.Cols != 0 {
+			return fmt.Errorf("per-head norm weight of %d does not divide rows of %d", w.Cols, in[0].Cols)
+		}
+		return nil
+	}
+	if w.Cols != in[0].Cols {
+		return errors.New("norm weight or output shape does not match input")
+	}
+	return nil
+}
+
+func checkAddBias(op *Op, in []*Value, out *Value) error {
+	if w := op.Weight; w.Rows != 1 || w.Cols != in[0].Cols || !sameShape(out, in[0]) {
+		return fmt.Errorf("bias %d×%d does not fit rows of %d", w.Rows, w.Cols, in[0].Cols)
 	}
 	return nil
 }

@@ -44,6 +44,7 @@ func testGraph() *Graph {
 		{Op{Kind: SiLUMul, Name: "gate", In: []int{2, 7}}, 2, 8},
 		{Op{Kind: Add, Name: "res", In: []int{0, 8}}, 2, 8},
 		{Op{Kind: LastRow, Name: "last", In: []int{9}}, 1, 8},
+		{Op{Kind: AddBias, Name: "bias", In: []int{10}, Weight: w("bias", quant.F32, 1, 8)}, 1, 8},
 	} {
 		op := o.op
 		op.ID, op.Out, op.Layer = len(g.Ops), len(g.Values), 0
@@ -120,6 +121,8 @@ func goodAlone() map[string]*Graph {
 		"silu_mul":  alone(Op{Kind: SiLUMul, Name: "x"}, shape{2, 8}, shape{2, 8}, shape{2, 8}),
 		"add":       alone(Op{Kind: Add, Name: "x"}, shape{2, 8}, shape{2, 8}, shape{2, 8}),
 		"last_row":  alone(Op{Kind: LastRow, Name: "x"}, shape{1, 8}, shape{2, 8}),
+		"add_bias":  alone(Op{Kind: AddBias, Name: "x", Weight: wt(1, 8)}, shape{2, 8}, shape{2, 8}),
+		"per-head":  alone(Op{Kind: RMSNorm, Name: "x", Weight: wt(1, 4), PerHead: true}, shape{2, 8}, shape{2, 8}),
 	}
 }
 
@@ -168,8 +171,8 @@ func TestValidateBad(t *testing.T) {
 			}), who, "has no weight"})
 		}
 	}
-	if weighted != 3 {
-		t.Errorf("%d kinds need a weight, want 3 (embed, rms_norm, mat_mul)", weighted)
+	if weighted != 4 {
+		t.Errorf("%d kinds need a weight, want 4 (embed, rms_norm, mat_mul, add_bias)", weighted)
 	}
 
 	// Shapes: each case differs from goodAlone's graph of its kind in one place.
@@ -180,6 +183,12 @@ func TestValidateBad(t *testing.T) {
 	}{
 		{"embed width not the table's", "embed", alone(Op{Kind: Embed, Name: "x", Weight: wt(10, 6)}, shape{2, 8}), "embedding width"},
 		{"norm weight width", "rms_norm", alone(Op{Kind: RMSNorm, Name: "x", Weight: wt(1, 6)}, shape{2, 8}, shape{2, 8}), "norm weight"},
+		{"norm weight of two rows", "rms_norm", alone(Op{Kind: RMSNorm, Name: "x", Weight: wt(2, 8)}, shape{2, 8}, shape{2, 8}), "norm weight"},
+		{"per-head norm not dividing", "rms_norm", alone(Op{Kind: RMSNorm, Name: "x", Weight: wt(1, 3), PerHead: true}, shape{2, 8}, shape{2, 8}), "per-head norm weight of 3 does not divide rows of 8"},
+		{"per-head norm output shape", "rms_norm", alone(Op{Kind: RMSNorm, Name: "x", Weight: wt(1, 4), PerHead: true}, shape{1, 8}, shape{2, 8}), "output shape"},
+		{"bias width", "add_bias", alone(Op{Kind: AddBias, Name: "x", Weight: wt(1, 6)}, shape{2, 8}, shape{2, 8}), "bias 1×6 does not fit rows of 8"},
+		{"bias of two rows", "add_bias", alone(Op{Kind: AddBias, Name: "x", Weight: wt(2, 8)}, shape{2, 8}, shape{2, 8}), "bias 2×8"},
+		{"bias output shape", "add_bias", alone(Op{Kind: AddBias, Name: "x", Weight: wt(1, 8)}, shape{1, 8}, shape{2, 8}), "does not fit"},
 		{"norm output shape", "rms_norm", alone(Op{Kind: RMSNorm, Name: "x", Weight: wt(1, 8)}, shape{1, 8}, shape{2, 8}), "output shape"},
 		{"matmul weight cols not input cols", "mat_mul", alone(Op{Kind: MatMul, Name: "x", Weight: wt(6, 8)}, shape{2, 6}, shape{2, 7}), "[2,7] × weight 6×8 → [2,6]"},
 		{"matmul output cols not weight rows", "mat_mul", alone(Op{Kind: MatMul, Name: "x", Weight: wt(6, 8)}, shape{2, 5}, shape{2, 8}), "does not fit"},
@@ -210,7 +219,7 @@ func TestValidateBad(t *testing.T) {
 	cases = append(cases,
 		badCase{"unknown kind", edit(func(g *Graph) { byName(g, "gate").Kind = 99 }), "gate (kind(99))", "unknown kind"},
 		badCase{"zero kind", edit(func(g *Graph) { byName(g, "res").Kind = 0 }), "res (kind(0))", "unknown kind"},
-		badCase{"input id past the end", edit(func(g *Graph) { byName(g, "rq").In[0] = 11 }), "rq (rope)", "reads value 11, out of range"},
+		badCase{"input id past the end", edit(func(g *Graph) { byName(g, "rq").In[0] = 12 }), "rq (rope)", "reads value 12, out of range"},
 		badCase{"negative input id", edit(func(g *Graph) { byName(g, "attn").In[1] = -1 }), "attn (attention)", "reads value -1, out of range"},
 		badCase{"output id past the end", edit(func(g *Graph) { byName(g, "q").Out = 42 }), "q (mat_mul)", "writes value 42, out of range"},
 		badCase{"negative output id", edit(func(g *Graph) { byName(g, "q").Out = -3 }), "q (mat_mul)", "writes value -3, out of range"},
@@ -226,10 +235,10 @@ func TestValidateBad(t *testing.T) {
 		}), "gate (silu_mul)", "reads value 7 before it is produced"},
 		badCase{"nil op", edit(func(g *Graph) { g.Ops[3] = nil }), "op 3", "is nil"},
 		badCase{"value id not its index", edit(func(g *Graph) { g.Values[2].ID = 3 }), "value 2", "another id"},
-		badCase{"output out of range", edit(func(g *Graph) { g.Output = 11 }), "", "output value 11"},
+		badCase{"output out of range", edit(func(g *Graph) { g.Output = 12 }), "", "output value 12"},
 		badCase{"output never produced", edit(func(g *Graph) {
 			g.Ops = g.Ops[:len(g.Ops)-1]
-		}), "", "output value 10 is not produced"},
+		}), "", "output value 11 is not produced"},
 	)
 
 	for _, c := range cases {
@@ -261,6 +270,7 @@ func TestRopeParamsEqual(t *testing.T) {
 		"other base":    {RopeParams{HeadDim: 4, Dims: 4, Base: 5e5, Freqs: []float32{1, 32}}, false},
 		"other dims":    {RopeParams{HeadDim: 4, Dims: 2, Base: 1e4, Freqs: []float32{1, 32}}, false},
 		"other headdim": {RopeParams{HeadDim: 8, Dims: 4, Base: 1e4, Freqs: []float32{1, 32}}, false},
+		"neox":          {RopeParams{HeadDim: 4, Dims: 4, Base: 1e4, Freqs: []float32{1, 32}, Neox: true}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := a.Equal(tc.b); got != tc.want {

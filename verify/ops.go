@@ -175,13 +175,63 @@ func Ops(dev, ref devices.Device, seed uint64) []Result {
 		}
 	}
 
-	// rope: all and half the features rotated, at positions 0, 37 and 1000.
+	// rms_norm per head (Qwen3's Q and K norms): heads of 64 and of 128.
+	for _, g := range []int{64, 128} {
+		w := &ops.Weight{Name: fmt.Sprintf("verify.norm.head%d", g), Type: quant.F32, Rows: 1, Cols: g}
+		data, err := randomWeight(r, quant.F32, 1, g)
+		if err != nil {
+			add(opCase{name: "rms_norm per head", broken: err})
+			continue
+		}
+		for _, n := range tokenCounts[:2] {
+			x := RandVec(r, n*opCols)
+			add(opCase{
+				name: fmt.Sprintf("rms_norm per head of %d n=%d", g, n),
+				op:   &ops.Op{Kind: ops.RMSNorm, Name: "verify.rms_norm_head", Layer: 0, Eps: 1e-6, PerHead: true, Weight: w}, weight: data,
+				steps:  []ops.Step{{Tokens: make([]int32, n)}},
+				inputs: func(ops.Step) [][]float32 { return [][]float32{x} },
+				outLen: func(ops.Step) int { return n * opCols },
+				metric: "max|Δ|/max|ref|", tol: tol.transc, err: maxRel,
+			})
+		}
+	}
+
+	// add_bias (Qwen2's Q, K and V biases), an F32 vector as files store it.
+	{
+		w := &ops.Weight{Name: "verify.bias", Type: quant.F32, Rows: 1, Cols: opCols}
+		data, err := randomWeight(r, quant.F32, 1, opCols)
+		if err != nil {
+			add(opCase{name: "add_bias", broken: err})
+		} else {
+			for _, n := range tokenCounts[:2] {
+				x := RandVec(r, n*opCols)
+				add(opCase{
+					name: fmt.Sprintf("add_bias n=%d", n),
+					op:   &ops.Op{Kind: ops.AddBias, Name: "verify.add_bias", Layer: 0, Weight: w}, weight: data,
+					steps:  []ops.Step{{Tokens: make([]int32, n)}},
+					inputs: func(ops.Step) [][]float32 { return [][]float32{x} },
+					outLen: func(ops.Step) int { return n * opCols },
+					metric: "max|Δ|/max|ref|", tol: tol.elem, err: maxRel,
+				})
+			}
+		}
+	}
+
+	// rope: all and half the features rotated, at positions 0, 37 and 1000,
+	// in the normal and the NEOX pairing.
 	const heads, hd = 8, 64
-	for _, c := range []struct{ n, pos, dims int }{{7, 0, hd}, {1, 37, hd}, {3, 1000, hd}, {5, 17, hd / 2}} {
+	for _, c := range []struct {
+		n, pos, dims int
+		neox         bool
+	}{{7, 0, hd, false}, {1, 37, hd, false}, {3, 1000, hd, false}, {5, 17, hd / 2, false}, {7, 0, hd, true}, {1, 1000, hd, true}, {5, 17, hd / 2, true}} {
 		x := RandVec(r, c.n*heads*hd)
+		mode := ""
+		if c.neox {
+			mode = " neox"
+		}
 		add(opCase{
-			name:   fmt.Sprintf("rope dims=%d n=%d pos=%d", c.dims, c.n, c.pos),
-			op:     &ops.Op{Kind: ops.RoPE, Name: "verify.rope", Layer: 0, Rope: ops.RopeParams{HeadDim: hd, Dims: c.dims, Base: ropeBase}},
+			name:   fmt.Sprintf("rope%s dims=%d n=%d pos=%d", mode, c.dims, c.n, c.pos),
+			op:     &ops.Op{Kind: ops.RoPE, Name: "verify.rope", Layer: 0, Rope: ops.RopeParams{HeadDim: hd, Dims: c.dims, Base: ropeBase, Neox: c.neox}},
 			steps:  []ops.Step{{Tokens: make([]int32, c.n), Pos: c.pos}},
 			inputs: func(ops.Step) [][]float32 { return [][]float32{x} },
 			outLen: func(ops.Step) int { return len(x) },

@@ -33,6 +33,9 @@ func supports(op *ops.Op) error {
 		if op.Kind == ops.RMSNorm && op.Weight.Rows != 1 {
 			return fmt.Errorf("coreml: op %s: norm weight of %d rows %w", op, op.Weight.Rows, devices.ErrUnsupported)
 		}
+		if op.Kind == ops.RMSNorm && op.PerHead {
+			return fmt.Errorf("coreml: op %s: per-head norm %w", op, devices.ErrUnsupported)
+		}
 		return nil
 	case ops.SiLUMul, ops.Add:
 		return nil

@@ -412,3 +412,88 @@ func TestElementwiseSpread(t *testing.T) {
 		})
 	}
 }
+
+// TestRoPENeoxIsPermutedNormal checks the NEOX pairing against the normal
+// one: rotating features j and j+Dims/2 is rotating adjacent pairs of the
+// head with its first and second halves interleaved, bit for bit, and the
+// unrotated tail is left alone.
+func TestRoPENeoxIsPermutedNormal(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	d := New("cpu", 1)
+	defer d.Close()
+	const n, hd, dims, heads, pos = 3, 16, 12, 2, 77
+	width := hd * heads
+	x := randVec(r, n*width)
+	neox := ops.RopeParams{HeadDim: hd, Dims: dims, Base: 1e6, Neox: true}
+	got := run(t, d, &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: neox}, ops.Step{Tokens: make([]int32, n), Pos: pos}, n*width, x)
+	// perm[k] is where feature k of a head goes in the interleaved order.
+	perm := make([]int, hd)
+	for k := range perm {
+		switch {
+		case k < dims/2:
+			perm[k] = 2 * k
+		case k < dims:
+			perm[k] = 2*(k-dims/2) + 1
+		default:
+			perm[k] = k
+		}
+	}
+	y := make([]float32, len(x))
+	for h := 0; h < n*heads; h++ {
+		for k := 0; k < hd; k++ {
+			y[h*hd+perm[k]] = x[h*hd+k]
+		}
+	}
+	normal := neox
+	normal.Neox = false
+	ref := run(t, d, &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: normal}, ops.Step{Tokens: make([]int32, n), Pos: pos}, n*width, y)
+	for h := 0; h < n*heads; h++ {
+		for k := 0; k < hd; k++ {
+			if g, w := got[h*hd+k], ref[h*hd+perm[k]]; math.Float32bits(g) != math.Float32bits(w) {
+				t.Fatalf("head %d feature %d: %g, want %g", h, k, g, w)
+			}
+		}
+	}
+	if got[dims] != x[dims] || got[hd-1] != x[hd-1] {
+		t.Error("the unrotated features changed")
+	}
+}
+
+// TestPerHeadNormAndBias checks a per-head RMSNorm against each head
+// normalised alone, and AddBias against the sum written out.
+func TestPerHeadNormAndBias(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	d := New("cpu", 2)
+	defer d.Close()
+	const n, hd, heads = 3, 8, 4
+	width := hd * heads
+	nw := randVec(r, hd)
+	bias := randVec(r, width)
+	for name, v := range map[string][]float32{"norm": nw, "bias": bias} {
+		if err := d.LoadWeight(&ops.Weight{Name: name, Type: quant.F32, Rows: 1, Cols: len(v)}, f32bytes(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := randVec(r, n*width)
+	st := ops.Step{Tokens: make([]int32, n)}
+	got := run(t, d, &ops.Op{Kind: ops.RMSNorm, Name: "qn", Eps: 1e-6, PerHead: true, Weight: &ops.Weight{Name: "norm", Type: quant.F32, Rows: 1, Cols: hd}}, st, n*width, x)
+	for h := 0; h < n*heads; h++ {
+		var ss float64
+		for _, v := range x[h*hd : (h+1)*hd] {
+			ss += float64(v) * float64(v)
+		}
+		s := 1 / math.Sqrt(ss/hd+1e-6)
+		for k := 0; k < hd; k++ {
+			want := float64(x[h*hd+k]) * s * float64(nw[k])
+			if math.Abs(float64(got[h*hd+k])-want) > 1e-5*math.Max(1, math.Abs(want)) {
+				t.Fatalf("head %d feature %d: %g, want %g", h, k, got[h*hd+k], want)
+			}
+		}
+	}
+	got = run(t, d, &ops.Op{Kind: ops.AddBias, Name: "qb", Weight: &ops.Weight{Name: "bias", Type: quant.F32, Rows: 1, Cols: width}}, st, n*width, x)
+	for i := range got {
+		if want := x[i] + bias[i%width]; got[i] != want {
+			t.Fatalf("element %d: %g, want %g", i, got[i], want)
+		}
+	}
+}

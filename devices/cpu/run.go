@@ -136,6 +136,17 @@ func (d *Device) run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 		})
 	case ops.LastRow:
 		copy(ob.F, ins[0][len(ins[0])-len(ob.F):])
+	case ops.AddBias:
+		b := w.f32
+		if len(b) == 0 || len(ins[0])%len(b) != 0 {
+			return fmt.Errorf("cpu: op %s: bias of %d does not divide an input of %d", op, len(b), len(ins[0]))
+		}
+		d.rows(ins[0], len(b), func(lo, hi int) {
+			x, o := ins[0][lo:hi], ob.F[lo:hi]
+			for i := range o {
+				o[i] = x[i] + b[i%len(b)]
+			}
+		})
 	default:
 		return fmt.Errorf("cpu: op %s: %w kind", op, devices.ErrUnsupported)
 	}
@@ -211,7 +222,8 @@ func rmsNorm(x, w []float32, eps float32, out []float32) {
 	}
 }
 
-// rope rotates adjacent feature pairs of every head of every row of x (rows
+// rope rotates feature pairs (adjacent ones, or j and j+Dims/2 for a
+// NEOX rope) of every head of every row of x (rows
 // tokens); row i is at position pos+i. It is llama.cpp's CPU rope to the bit:
 // θ for pair j is pos·base^(-2j/dims), stepped by repeated multiplication in
 // f32 from powf(base, -2/dims); cos and sin are glibc's sincosf; and the
@@ -241,6 +253,16 @@ func rope(x []float32, rows int, p ops.RopeParams, pos int) {
 		row := x[r*width : (r+1)*width]
 		for h := 0; h+p.HeadDim <= width; h += p.HeadDim {
 			head := row[h : h+p.Dims]
+			if p.Neox {
+				// ggml's rope_neox: pair j is (j, j+half), same angles.
+				for j := 0; j < half; j++ {
+					c, s := cs[2*j], cs[2*j+1]
+					x0, x1 := head[j], head[j+half]
+					head[j] = fma32(x0, c, -(x1 * s))
+					head[j+half] = fma32(x0, s, x1*c)
+				}
+				continue
+			}
 			for j := 0; j < half; j++ {
 				c, s := cs[2*j], cs[2*j+1]
 				x0, x1 := head[2*j], head[2*j+1]

@@ -211,8 +211,15 @@ func (d *Device) Info() devices.Info {
 // Supports implements devices.Device.
 func (d *Device) Supports(op *ops.Op) error {
 	switch op.Kind {
-	case ops.Embed, ops.RMSNorm, ops.MatMul, ops.SiLUMul, ops.Add, ops.LastRow:
+	case ops.Embed, ops.MatMul, ops.SiLUMul, ops.Add, ops.LastRow:
+	case ops.RMSNorm:
+		if op.PerHead {
+			return fmt.Errorf("cuda: op %s: per-head rms_norm %w", op, devices.ErrUnsupported)
+		}
 	case ops.RoPE:
+		if op.Rope.Neox {
+			return fmt.Errorf("cuda: op %s: NEOX rope %w", op, devices.ErrUnsupported)
+		}
 		// The rope kernels compute each pair's angle from the base alone;
 		// a rope with frequency factors (Llama 3.1+) stays on the CPU.
 		if op.Rope.Freqs != nil {

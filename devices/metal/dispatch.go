@@ -227,10 +227,16 @@ func Supports(op *ops.Op) error {
 		if op.Weight.Rows != 1 {
 			return unsupported("norm weight %s has %d rows, not 1", op.Weight.Name, op.Weight.Rows)
 		}
+		if op.PerHead {
+			return unsupported("per-head norm")
+		}
 	case ops.RoPE:
 		r := op.Rope
 		if r.HeadDim <= 0 || r.HeadDim%2 != 0 || r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > r.HeadDim {
 			return unsupported("rope of %d of %d features per head", r.Dims, r.HeadDim)
+		}
+		if r.Neox {
+			return unsupported("NEOX rope")
 		}
 		if r.Freqs != nil {
 			// The rope kernel computes each pair's angle from the base

@@ -99,13 +99,31 @@ func (d *Device) Supports(op *ops.Op) error {
 	if err := d.Device.Supports(op); err != nil {
 		return fmt.Errorf("%s computes on the CPU: %w", d.Name(), err)
 	}
-	// The CUDA and Metal devices this one may stand for have no rope with
-	// frequency factors (CoreML runs no rope at all), so a plan made for
-	// them must not place one there; only a simulated CPU runs it.
-	if op.Kind == ops.RoPE && op.Rope.Freqs != nil && d.spec.Kind != "cpu" {
-		return fmt.Errorf("%s: op %s: the %s device's kernels have no rope with frequency factors: %w", d.Name(), op, d.spec.Kind, devices.ErrUnsupported)
+	// A plan made for the real devices must not place there what their
+	// kernels lack; only a simulated CPU runs everything.
+	if d.spec.Kind != "cpu" {
+		if lack := gpuLacks(op); lack != "" {
+			return fmt.Errorf("%s: op %s: the %s device's kernels have no %s: %w", d.Name(), op, d.spec.Kind, lack, devices.ErrUnsupported)
+		}
 	}
 	return nil
+}
+
+// gpuLacks names what op needs that the CUDA, Metal and CoreML devices a
+// simulated one may stand for do not run (CoreML runs no rope at all), or
+// "" if nothing.
+func gpuLacks(op *ops.Op) string {
+	switch {
+	case op.Kind == ops.RoPE && op.Rope.Freqs != nil:
+		return "rope with frequency factors"
+	case op.Kind == ops.RoPE && op.Rope.Neox:
+		return "NEOX rope"
+	case op.Kind == ops.RMSNorm && op.PerHead:
+		return "per-head rms_norm"
+	case op.Kind == ops.AddBias:
+		return "add_bias"
+	}
+	return ""
 }
 
 // Run implements devices.Device, refusing what Supports refuses: the real

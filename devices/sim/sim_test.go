@@ -106,7 +106,7 @@ func TestBadProfilesNameFileAndLine(t *testing.T) {
 	if _, err := ParseHardware([]byte(good), "x.yaml"); err != nil {
 		t.Fatalf("the base profile: %v", err)
 	}
-	const kindList = "embed, rms_norm, mat_mul, rope, attention, silu_mul, add, last_row"
+	const kindList = "embed, rms_norm, mat_mul, rope, attention, silu_mul, add, last_row, add_bias"
 	cases := []struct{ name, text, want string }{
 		{"unknown key", edit(7, "    bandwith_gbs: 100"),
 			`x.yaml:7: unknown key "bandwith_gbs" in devices[0] (known: name, kind, memory_gb, bandwidth_gbs, tflops, launch_us, fp16, kv_cache, efficiency, compute_efficiency, unsupported)`},
