@@ -4,11 +4,13 @@
 #
 # 1. For every synth type, writes stories15m (with --big also tinyllama-1.1b
 #    for Q4_0 Q4_K_M Q8_0 F16, and llama-3.2-1b, with Llama 3's vocabulary
-#    and rope factors, for Q8_0 Q4_K_M F16) into bench/out/models/, runs llama.cpp
+#    and rope factors, for Q8_0 Q4_K_M F16, and smollm2-135m, qwen2.5-0.5b
+#    and qwen3-0.6b (F16 Q8_0 Q4_K_M Q2_K Q3_K IQ4_NL IQ4_XS, with the GPT-2
+#    and Qwen2 vocabularies)) into bench/out/models/, runs llama.cpp
 #    (bench/out/refdump) and `hybrid run` greedily on two prompts, and applies
 #    the match rule of ../shared/models/README.md (bench/crosscheck/main.go).
-# 2. Quantizes the F32 synthetic file with llama.cpp's llama-quantize to each
-#    quantized type and compares llama.cpp's per-tensor types (and tensor
+# 2. Quantizes the F32 synthetic file (F16 for the larger presets) with
+#    llama.cpp's llama-quantize to each quantized type and compares llama.cpp's per-tensor types (and tensor
 #    bytes) with the file synth wrote directly (bench/crosscheck/types).
 #
 # --preset NAME (repeatable) runs only the greedy comparisons of those
@@ -42,9 +44,13 @@ runs=$out/crosscheck
 bin=${HYBRID_LLAMACPP:-$HOME/.cache/hybrid-llamacpp}/llama.cpp/build/bin
 mkdir -p "$models" "$runs"
 
-types=(F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M)
+types=(F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M Q2_K Q3_K IQ4_NL IQ4_XS)
 bigtypes=(Q4_0 Q4_K_M Q8_0 F16)
 llama3types=(Q8_0 Q4_K_M F16)
+# The presets of the models people run (Qwen2.5, Qwen3, SmolLM2): the
+# common types and the community files' low-bit ones.
+newtypes=(F16 Q8_0 Q4_K_M Q2_K Q3_K IQ4_NL IQ4_XS)
+newpresets=(smollm2-135m qwen2.5-0.5b qwen3-0.6b)
 prompts=("Once upon a time" "Lily and Tom went to the park. They")
 
 die() { echo "crosscheck: $*" >&2; exit 2; }
@@ -73,6 +79,8 @@ synth() {
   # Presets with a real tokenizer take it from llama.cpp's vocabulary files.
   case $1 in
     llama-3.2-1b) vocab=(--vocab "$root/../shared/models/vocab/ggml-vocab-llama-bpe.gguf") ;;
+    qwen2.5-0.5b | qwen3-0.6b) vocab=(--vocab "$root/../shared/models/vocab/ggml-vocab-qwen2.gguf") ;;
+    smollm2-135m) vocab=(--vocab "$root/../shared/models/vocab/ggml-vocab-gpt-2.gguf") ;;
   esac
   $out/hybrid synth --preset "$1" --type "$2" --seed 1 "${vocab[@]}" -o "$f" >/dev/null 2>"$runs/$1-$2.synth.err" || return 1
   echo "$f"
@@ -146,6 +154,9 @@ qargs() {
   case $1 in
     Q4_K) echo "Q4_K_S --pure" ;;
     Q5_K) echo "Q5_K_S --pure" ;;
+    Q2_K) echo "Q2_K --pure" ;;
+    Q3_K) echo "Q3_K_S --pure" ;;
+    IQ4_NL | IQ4_XS) echo "$1 --pure" ;;
     *) echo "$1" ;;
   esac
 }
@@ -156,6 +167,7 @@ typesof() {
     stories15m) echo "${types[@]}" ;;
     tinyllama-1.1b) echo "${bigtypes[@]}" ;;
     llama-3.2-1b) echo "${llama3types[@]}" ;;
+    smollm2-135m | qwen2.5-0.5b | qwen3-0.6b) echo "${newtypes[@]}" ;;
     *) return 1 ;;
   esac
 }
@@ -164,7 +176,7 @@ row "== greedy runs: hybrid vs llama.cpp (refdump), 32 tokens, 1 thread"
 row "$(printf '%-14s %-7s %-19s %-4s %-9s %5s %-9s %s' preset type prompt ok steps same logit-err note)"
 if [ ${#only[@]} -gt 0 ]; then
   for p in "${only[@]}"; do
-    ts=$(typesof "$p") || die "no greedy runs for preset $p (have stories15m, tinyllama-1.1b, llama-3.2-1b)"
+    ts=$(typesof "$p") || die "no greedy runs for preset $p (have stories15m, tinyllama-1.1b, llama-3.2-1b, ${newpresets[*]})"
     for t in $ts; do run "$p" "$t"; done
   done
   cp "$report" $out/crosscheck.txt
@@ -175,6 +187,9 @@ for t in "${types[@]}"; do run stories15m "$t"; done
 if [ $big = 1 ]; then
   for t in "${bigtypes[@]}"; do run tinyllama-1.1b "$t"; done
   for t in "${llama3types[@]}"; do run llama-3.2-1b "$t"; done
+  for p in "${newpresets[@]}"; do
+    for t in "${newtypes[@]}"; do run "$p" "$t"; done
+  done
 fi
 
 row ""
@@ -195,6 +210,22 @@ if [ $big = 1 ]; then
   else
     row "tinyllama-1.1b F16: synth failed"; failed=1
   fi
+  # Tied embeddings: token_embd takes the output's rule.
+  if src=$(synth llama-3.2-1b F16); then
+    quantcheck llama-3.2-1b "$src" Q4_K_M Q4_K_M
+  else
+    row "llama-3.2-1b F16: synth failed"; failed=1
+  fi
+  for p in "${newpresets[@]}"; do
+    if src=$(synth "$p" F16); then
+      for t in Q8_0 Q4_K_M Q2_K Q3_K IQ4_NL IQ4_XS; do
+        # shellcheck disable=SC2046 # qargs is a word list on purpose
+        quantcheck "$p" "$src" "$t" $(qargs "$t")
+      done
+    else
+      row "$p F16: synth failed"; failed=1
+    fi
+  done
 fi
 
 cp "$report" $out/crosscheck.txt

@@ -130,7 +130,7 @@ func TestBadModelsAndArgumentsFailCleanly(t *testing.T) {
 	oneLineError(t, []string{"run", "--temp", "-1"}, 1, "temperature")
 	out := filepath.Join(t.TempDir(), "x.gguf")
 	oneLineError(t, []string{"synth", "--preset", "gpt-5", "-o", out}, 1, "gpt-5")
-	oneLineError(t, []string{"synth", "--preset", "stories15m", "--type", "Q3_K", "-o", out}, 1, "Q3_K")
+	oneLineError(t, []string{"synth", "--preset", "stories15m", "--type", "Q3_K_L", "-o", out}, 1, "Q3_K_L")
 	oneLineError(t, []string{"frobnicate"}, 2)
 	if _, err := os.Stat(out); err == nil {
 		t.Fatal("a failed synth left a file")

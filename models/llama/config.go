@@ -5,6 +5,8 @@ package llama
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"hybrid/models/gguf"
 	"hybrid/quant"
@@ -106,7 +108,38 @@ type Config struct {
 	// themselves are tensor data, which FromFile reads into RopeFreqs.
 	HasRopeFreqs bool
 	RopeFreqs    []float32
+	// RopeNeox pairs feature j of a head with j+RopeDims/2 (llama.cpp's
+	// NEOX rope type, which qwen2 and qwen3 use); llama pairs neighbours.
+	RopeNeox bool
+	// QKNorm says each head of Q and K is RMS-normalised before its rope
+	// (qwen3: blk.N.attn_q_norm.weight and attn_k_norm.weight, HeadDim long).
+	QKNorm bool
+	// Biases holds the names of the optional bias vectors the file has
+	// and the architecture adds (blk.N.attn_q.bias, ...), each added to its
+	// projection's output as llama.cpp does.
+	Biases map[string]bool
 }
+
+// Architectures lists the general.architecture values hybrid runs, with
+// the tensors each may carry beyond the Llama ones.
+var Architectures = []string{"llama", "qwen2", "qwen3"}
+
+// biasesOf lists, per architecture, the projections whose optional bias
+// vector llama.cpp's loader reads and its graph adds: the others are
+// ignored there, and so here.
+var biasesOf = map[string][]string{
+	"llama": {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"},
+	"qwen2": {"attn_q", "attn_k", "attn_v"},
+	"qwen3": {"attn_q", "attn_k", "attn_v"},
+}
+
+// BiasOf is the name of the bias vector of the weight named w
+// ("blk.0.attn_q.weight" → "blk.0.attn_q.bias").
+func BiasOf(w string) string { return strings.TrimSuffix(w, ".weight") + ".bias" }
+
+// HasBias reports whether the model adds a bias after the projection by
+// weight w.
+func (c Config) HasBias(w string) bool { return c.Biases[BiasOf(w)] }
 
 // RopeFreqsTensor is the tensor of rope frequency factors.
 const RopeFreqsTensor = "rope_freqs.weight"
@@ -135,8 +168,8 @@ func ConfigFrom(md Metadata, tensors map[string]TensorShape) (Config, error) {
 	if !ok {
 		return c, fmt.Errorf("llama: metadata key general.architecture is missing")
 	}
-	if arch != "llama" {
-		return c, fmt.Errorf("llama: general.architecture is %q; only \"llama\" is supported", arch)
+	if !slices.Contains(Architectures, arch) {
+		return c, fmt.Errorf("llama: general.architecture is %q; hybrid runs %s", arch, strings.Join(Architectures, ", "))
 	}
 	c.Arch = arch
 	get := func(key string, def int, max int) int {
@@ -170,6 +203,11 @@ func ConfigFrom(md Metadata, tensors map[string]TensorShape) (Config, error) {
 	if err != nil {
 		return c, err
 	}
+	if n, ok, e := lookupUint(md, arch+".expert_count"); e != nil {
+		return c, e
+	} else if ok && n > 0 {
+		return c, fmt.Errorf("llama: %s.expert_count is %d: mixture-of-experts models are not supported", arch, n)
+	}
 	if c.Heads%c.KVHeads != 0 {
 		return c, fmt.Errorf("llama: attention.head_count %d is not a multiple of attention.head_count_kv %d", c.Heads, c.KVHeads)
 	}
@@ -200,6 +238,15 @@ func ConfigFrom(md Metadata, tensors map[string]TensorShape) (Config, error) {
 	if c.RopeDims%2 != 0 {
 		return c, fmt.Errorf("llama: %s.rope.dimension_count %d is odd", arch, c.RopeDims)
 	}
+	if arch != "llama" {
+		// llama.cpp's qwen graphs assert a whole-head rope, and rotate
+		// in the NEOX pairing.
+		if c.RopeDims != c.HeadDim {
+			return c, fmt.Errorf("llama: %s.rope.dimension_count %d is not the head size %d, which %s needs", arch, c.RopeDims, c.HeadDim, arch)
+		}
+		c.RopeNeox = true
+	}
+	c.QKNorm = arch == "qwen3"
 	c.RopeBase = 10000
 	base, ok, err := lookupFloat(md, arch+".rope.freq_base")
 	if err != nil {
@@ -251,6 +298,20 @@ func ConfigFrom(md Metadata, tensors map[string]TensorShape) (Config, error) {
 			return c, fmt.Errorf("llama: tensor %s has dims %v, want [%d] (rope.dimension_count / 2)", RopeFreqsTensor, t.Dims, c.RopeDims/2)
 		}
 		c.HasRopeFreqs = true
+	}
+	if _, ok := tensors["blk.0.attn_qkv.weight"]; ok {
+		return c, fmt.Errorf("llama: tensor blk.0.attn_qkv.weight: fused Q/K/V projections are not supported")
+	}
+	for l := 0; l < c.Layers; l++ {
+		for _, p := range biasesOf[arch] {
+			name := fmt.Sprintf("blk.%d.%s.bias", l, p)
+			if _, ok := tensors[name]; ok {
+				if c.Biases == nil {
+					c.Biases = map[string]bool{}
+				}
+				c.Biases[name] = true
+			}
+		}
 	}
 	for _, w := range c.Weights() {
 		t, ok := tensors[w.Name]
@@ -325,17 +386,26 @@ func (c Config) Weights() []WeightShape {
 	ws := []WeightShape{{"token_embd.weight", c.Vocab, c.Dim}}
 	for l := 0; l < c.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
-		ws = append(ws,
-			WeightShape{p + "attn_norm.weight", 1, c.Dim},
-			WeightShape{p + "attn_q.weight", q, c.Dim},
-			WeightShape{p + "attn_k.weight", kv, c.Dim},
-			WeightShape{p + "attn_v.weight", kv, c.Dim},
-			WeightShape{p + "attn_output.weight", c.Dim, q},
-			WeightShape{p + "ffn_norm.weight", 1, c.Dim},
-			WeightShape{p + "ffn_gate.weight", c.FFN, c.Dim},
-			WeightShape{p + "ffn_up.weight", c.FFN, c.Dim},
-			WeightShape{p + "ffn_down.weight", c.Dim, c.FFN},
-		)
+		layer := []WeightShape{
+			{p + "attn_norm.weight", 1, c.Dim},
+			{p + "attn_q.weight", q, c.Dim},
+			{p + "attn_k.weight", kv, c.Dim},
+			{p + "attn_v.weight", kv, c.Dim},
+			{p + "attn_output.weight", c.Dim, q},
+			{p + "ffn_norm.weight", 1, c.Dim},
+			{p + "ffn_gate.weight", c.FFN, c.Dim},
+			{p + "ffn_up.weight", c.FFN, c.Dim},
+			{p + "ffn_down.weight", c.Dim, c.FFN},
+		}
+		for _, w := range layer {
+			ws = append(ws, w)
+			if w.Rows > 1 && c.HasBias(w.Name) {
+				ws = append(ws, WeightShape{BiasOf(w.Name), 1, w.Rows})
+			}
+		}
+		if c.QKNorm {
+			ws = append(ws, WeightShape{p + "attn_q_norm.weight", 1, c.HeadDim}, WeightShape{p + "attn_k_norm.weight", 1, c.HeadDim})
+		}
 	}
 	ws = append(ws, WeightShape{"output_norm.weight", 1, c.Dim})
 	if !c.TiedOutput {

@@ -38,18 +38,23 @@ func Build(c Config, types map[string]quant.Type, n, past, ctx int) (*ops.Graph,
 	for l := 0; l < c.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
 		h := b.op(ops.RMSNorm, p+"attn_norm", l, []int{x}, n, c.Dim, p+"attn_norm.weight", nil)
-		q := b.op(ops.MatMul, p+"attn_q", l, []int{h}, n, qd, p+"attn_q.weight", nil)
-		k := b.op(ops.MatMul, p+"attn_k", l, []int{h}, n, kv, p+"attn_k.weight", nil)
-		v := b.op(ops.MatMul, p+"attn_v", l, []int{h}, n, kv, p+"attn_v.weight", nil)
+		q := b.mm(p+"attn_q", l, h, n, qd)
+		k := b.mm(p+"attn_k", l, h, n, kv)
+		v := b.mm(p+"attn_v", l, h, n, kv)
+		if c.QKNorm {
+			perHead := func(o *ops.Op) { o.PerHead = true }
+			q = b.op(ops.RMSNorm, p+"attn_q_norm", l, []int{q}, n, qd, p+"attn_q_norm.weight", perHead)
+			k = b.op(ops.RMSNorm, p+"attn_k_norm", l, []int{k}, n, kv, p+"attn_k_norm.weight", perHead)
+		}
 		rope := func(o *ops.Op) {
-			o.Rope = ops.RopeParams{HeadDim: c.HeadDim, Dims: c.RopeDims, Base: c.RopeBase, Freqs: freqs}
+			o.Rope = ops.RopeParams{HeadDim: c.HeadDim, Dims: c.RopeDims, Base: c.RopeBase, Freqs: freqs, Neox: c.RopeNeox}
 		}
 		q = b.op(ops.RoPE, p+"rope_q", l, []int{q}, n, qd, "", rope)
 		k = b.op(ops.RoPE, p+"rope_k", l, []int{k}, n, kv, "", rope)
 		a := b.op(ops.Attention, p+"attn", l, []int{q, k, v}, n, qd, "", func(o *ops.Op) {
 			o.Attn = ops.AttnParams{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Context: ctx}
 		})
-		o := b.op(ops.MatMul, p+"attn_output", l, []int{a}, n, c.Dim, p+"attn_output.weight", nil)
+		o := b.mm(p+"attn_output", l, a, n, c.Dim)
 		rows := n
 		if l == c.Layers-1 && n > 1 {
 			// Only the last token's logits are wanted, so the rest of the
@@ -61,10 +66,10 @@ func Build(c Config, types map[string]quant.Type, n, past, ctx int) (*ops.Graph,
 		}
 		x = b.op(ops.Add, p+"attn_residual", l, []int{x, o}, rows, c.Dim, "", nil)
 		h = b.op(ops.RMSNorm, p+"ffn_norm", l, []int{x}, rows, c.Dim, p+"ffn_norm.weight", nil)
-		gate := b.op(ops.MatMul, p+"ffn_gate", l, []int{h}, rows, c.FFN, p+"ffn_gate.weight", nil)
-		up := b.op(ops.MatMul, p+"ffn_up", l, []int{h}, rows, c.FFN, p+"ffn_up.weight", nil)
+		gate := b.mm(p+"ffn_gate", l, h, rows, c.FFN)
+		up := b.mm(p+"ffn_up", l, h, rows, c.FFN)
 		s := b.op(ops.SiLUMul, p+"ffn_silu_mul", l, []int{gate, up}, rows, c.FFN, "", nil)
-		d := b.op(ops.MatMul, p+"ffn_down", l, []int{s}, rows, c.Dim, p+"ffn_down.weight", nil)
+		d := b.mm(p+"ffn_down", l, s, rows, c.Dim)
 		x = b.op(ops.Add, p+"ffn_residual", l, []int{x, d}, rows, c.Dim, "", nil)
 	}
 	x = b.op(ops.RMSNorm, "output_norm", -1, []int{x}, 1, c.Dim, "output_norm.weight", nil)
@@ -87,6 +92,17 @@ type builder struct {
 	types  map[string]quant.Type
 	shapes map[string]WeightShape
 	err    error
+}
+
+// mm appends the projection by weight name+".weight" of value in, and the
+// add of its bias where the model has one; it returns the value id.
+func (b *builder) mm(name string, layer, in, rows, cols int) int {
+	w := name + ".weight"
+	x := b.op(ops.MatMul, name, layer, []int{in}, rows, cols, w, nil)
+	if b.c.HasBias(w) {
+		x = b.op(ops.AddBias, name+"_bias", layer, []int{x}, rows, cols, BiasOf(w), nil)
+	}
+	return x
 }
 
 // op appends an op that writes a new [rows, cols] value and returns the value id.

@@ -32,6 +32,34 @@ type Preset struct {
 	// VocabFrom names the vocabulary file the preset needs (Options.Vocab):
 	// its tokenizer is a real one, not the generated SentencePiece pieces.
 	VocabFrom string
+	// Arch is the general.architecture ("llama" when empty): qwen2 and
+	// qwen3 rotate NEOX-style, and qwen3 norms each head of Q and K.
+	Arch string
+	// HeadDim is the head size where the config gives one that is not
+	// Dim/Heads (Qwen3); 0 means Dim/Heads.
+	HeadDim int
+	// QKVBias gives every layer's Q, K and V projections a bias (Qwen2).
+	QKVBias bool
+	// Pre, when not empty, replaces the vocabulary file's
+	// tokenizer.ggml.pre: the pre-tokenizer of the model the preset
+	// stands for, where its own vocabulary is not at hand.
+	Pre string
+}
+
+// Architecture is the preset's general.architecture.
+func (p Preset) Architecture() string {
+	if p.Arch == "" {
+		return "llama"
+	}
+	return p.Arch
+}
+
+// HeadSize is the features per attention head.
+func (p Preset) HeadSize() int {
+	if p.HeadDim != 0 {
+		return p.HeadDim
+	}
+	return p.Dim / p.Heads
 }
 
 // Llama3Rope is the rope_scaling of a Hugging Face config.json whose
@@ -56,6 +84,25 @@ var presets = map[string]Preset{
 		Llama3Rope: &Llama3Rope{Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192},
 		VocabFrom:  "a Llama 3 vocabulary (tokenizer.ggml.pre llama-bpe), e.g. ggml-vocab-llama-bpe.gguf",
 		Source:     "meta-llama/Llama-3.2-1B config.json"},
+	// Qwen2.5's context is 32768; 4096 as for llama-3.2-1b. Its
+	// embedding table has 151936 rows, as the qwen2 vocabulary file has
+	// tokens (the converter pads the tokenizer's to config.json's size).
+	"qwen2.5-0.5b": {Name: "qwen2.5-0.5b", Arch: "qwen2", Layers: 24, Dim: 896, Heads: 14, KVHeads: 2, FFN: 4864, Vocab: 151936, Context: 4096,
+		RopeBase: 1000000, Eps: 1e-6, Tied: true, QKVBias: true,
+		VocabFrom: "a Qwen2 vocabulary (tokenizer.ggml.pre qwen2), e.g. ggml-vocab-qwen2.gguf",
+		Source:    "Qwen/Qwen2.5-0.5B config.json"},
+	"qwen3-0.6b": {Name: "qwen3-0.6b", Arch: "qwen3", Layers: 28, Dim: 1024, Heads: 16, KVHeads: 8, HeadDim: 128, FFN: 3072, Vocab: 151936, Context: 4096,
+		RopeBase: 1000000, Eps: 1e-6, Tied: true,
+		VocabFrom: "a Qwen2 vocabulary (tokenizer.ggml.pre qwen2), e.g. ggml-vocab-qwen2.gguf",
+		Source:    "Qwen/Qwen3-0.6B config.json"},
+	// SmolLM2's own vocabulary (49152 tokens) is not among the files at
+	// hand: the preset takes GPT-2's byte-level BPE vocabulary (50257
+	// tokens, so 0.6M more embedding parameters) with SmolLM2's
+	// pre-tokenizer, which splits digits one by one.
+	"smollm2-135m": {Name: "smollm2-135m", Layers: 30, Dim: 576, Heads: 9, KVHeads: 3, FFN: 1536, Vocab: 50257, Context: 8192,
+		RopeBase: 100000, Eps: 1e-5, Tied: true, Pre: "smollm",
+		VocabFrom: "a GPT-2 vocabulary (ggml-vocab-gpt-2.gguf; its tokenizer.ggml.pre becomes smollm)",
+		Source:    "HuggingFaceTB/SmolLM2-135M config.json (vocabulary: GPT-2's, see above)"},
 }
 
 // LookupPreset returns the preset named name.
@@ -78,9 +125,16 @@ func PresetNames() []string {
 
 // Params is the parameter count of the preset's weights.
 func (p Preset) Params() int64 {
-	kv := int64(p.KVHeads * (p.Dim / p.Heads))
+	kv := int64(p.KVHeads * p.HeadSize())
+	q := int64(p.Heads * p.HeadSize())
 	d := int64(p.Dim)
-	perLayer := 2*d*d + 2*kv*d + 3*int64(p.FFN)*d + 2*d
+	perLayer := 2*q*d + 2*kv*d + 3*int64(p.FFN)*d + 2*d
+	if p.QKVBias {
+		perLayer += q + 2*kv
+	}
+	if p.Architecture() == "qwen3" {
+		perLayer += 2 * int64(p.HeadSize())
+	}
 	embd := 2 * int64(p.Vocab) * d
 	if p.Tied {
 		embd /= 2

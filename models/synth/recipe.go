@@ -32,6 +32,13 @@ var fileTypes = []FileType{
 	{Name: "Q6_K", ID: 18, Base: quant.Q6_K},
 	{Name: "Q4_K_M", ID: 15, Base: quant.Q4_K, Mixed: 4},
 	{Name: "Q5_K_M", ID: 17, Base: quant.Q5_K, Mixed: 5},
+	// The types community files add, as llama-quantize --pure makes them
+	// (Q2_K and Q3_K_S name their file types): every 2-D weight in the
+	// type, so that a check exercises it everywhere.
+	{Name: "Q2_K", ID: 10, Base: quant.Q2_K, Pure: true},
+	{Name: "Q3_K", ID: 11, Base: quant.Q3_K, Pure: true},
+	{Name: "IQ4_NL", ID: 25, Base: quant.IQ4_NL, Pure: true},
+	{Name: "IQ4_XS", ID: 30, Base: quant.IQ4_XS, Pure: true},
 }
 
 // LookupFileType returns the recipe named name (case-insensitive).
@@ -55,9 +62,11 @@ func FileTypeNames() []string {
 }
 
 // TensorType is the type llama-quantize gives the named 2-D tensor of cols
-// columns in layer (-1 outside the blocks) of a model with layers blocks.
-// 1-D tensors (norms) stay F32, as in llama.cpp.
-func (f FileType) TensorType(name string, layer, layers, cols int) quant.Type {
+// columns in layer (-1 outside the blocks) of a model with layers blocks;
+// tied says the model has no output.weight, so that token_embd takes the
+// output's rule, as llama-quantize gives it. 1-D tensors (norms, biases)
+// stay F32, as in llama.cpp.
+func (f FileType) TensorType(name string, layer, layers, cols int, tied bool) quant.Type {
 	t := f.Base
 	if f.Base == quant.F32 || f.Base == quant.F16 || f.Base == quant.BF16 {
 		return t
@@ -65,7 +74,7 @@ func (f FileType) TensorType(name string, layer, layers, cols int) quant.Type {
 	moreBits := func(i, n int) bool { return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2 }
 	if !f.Pure {
 		switch {
-		case name == "output.weight":
+		case name == "output.weight", tied && name == "token_embd.weight":
 			if t != quant.Q8_0 {
 				t = quant.Q6_K
 			}
@@ -82,13 +91,17 @@ func (f FileType) TensorType(name string, layer, layers, cols int) quant.Type {
 }
 
 // fallback is llama.cpp's substitute for a type whose block does not divide
-// the row: K-quants fall to 32-blocks, and a 32-block type that still does not
-// fit falls to F16.
+// the row (tensor_type_fallback): 256-blocks fall to 32-blocks, and a
+// 32-block type that still does not fit falls to F16.
 func fallback(t quant.Type, cols int) quant.Type {
 	if cols%t.BlockSize() == 0 {
 		return t
 	}
 	switch t {
+	case quant.Q2_K, quant.Q3_K:
+		t = quant.Q4_0
+	case quant.IQ4_XS:
+		t = quant.IQ4_NL
 	case quant.Q4_K:
 		t = quant.Q5_0
 	case quant.Q5_K:

@@ -24,7 +24,7 @@ func (p Preset) RopeFreqs() []float32 {
 	if s == nil {
 		return nil
 	}
-	dim := p.Dim / p.Heads
+	dim := p.HeadSize()
 	lowWave := float32(float64(s.OriginalContext) / s.LowFreqFactor)
 	highWave := float32(float64(s.OriginalContext) / s.HighFreqFactor)
 	out := make([]float32, dim/2)
@@ -65,6 +65,18 @@ func VocabKVs(f *gguf.File, name string) ([]gguf.KV, error) {
 		return nil, fmt.Errorf("synth: vocabulary %s: %w", name, err)
 	}
 	return kvs, nil
+}
+
+// withPre returns kvs with tokenizer.ggml.pre set to pre (a copy: the
+// caller's slice is left alone).
+func withPre(kvs []gguf.KV, pre string) []gguf.KV {
+	out := make([]gguf.KV, 0, len(kvs)+1)
+	for _, kv := range kvs {
+		if kv.Key != "tokenizer.ggml.pre" {
+			out = append(out, kv)
+		}
+	}
+	return append(out, gguf.KV{Key: "tokenizer.ggml.pre", Value: pre})
 }
 
 // vocabSize is the length of the tokenizer.ggml.tokens array among kvs, or

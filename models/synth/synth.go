@@ -34,13 +34,23 @@ type Options struct {
 
 // Config is the llama config a preset describes, with its rope factors.
 func (p Preset) Config() llama.Config {
+	hd := p.HeadSize()
 	c := llama.Config{
-		Arch: "llama", Layers: p.Layers, Dim: p.Dim, Heads: p.Heads, KVHeads: p.KVHeads,
-		HeadDim: p.Dim / p.Heads, FFN: p.FFN, RopeDims: p.Dim / p.Heads, RopeBase: p.RopeBase,
+		Arch: p.Architecture(), Layers: p.Layers, Dim: p.Dim, Heads: p.Heads, KVHeads: p.KVHeads,
+		HeadDim: hd, FFN: p.FFN, RopeDims: hd, RopeBase: p.RopeBase,
 		Eps: p.Eps, Context: p.Context, Vocab: p.Vocab, TiedOutput: p.Tied,
+		RopeNeox: p.Architecture() != "llama", QKNorm: p.Architecture() == "qwen3",
 	}
 	if f := p.RopeFreqs(); f != nil {
 		c.HasRopeFreqs, c.RopeFreqs = true, f
+	}
+	if p.QKVBias {
+		c.Biases = map[string]bool{}
+		for l := 0; l < p.Layers; l++ {
+			for _, w := range []string{"attn_q", "attn_k", "attn_v"} {
+				c.Biases[fmt.Sprintf("blk.%d.%s.bias", l, w)] = true
+			}
+		}
 	}
 	return c
 }
@@ -80,13 +90,16 @@ func layerOf(name string) int {
 // Plan returns the metadata and tensor infos of the file Write makes.
 func Plan(o Options) ([]gguf.KV, []gguf.TensorInfo, error) {
 	p, ft := o.Preset, o.Type
-	if p.Dim%p.Heads != 0 || p.Heads%p.KVHeads != 0 {
+	if (p.HeadDim == 0 && p.Dim%p.Heads != 0) || p.Heads%p.KVHeads != 0 {
 		return nil, nil, fmt.Errorf("synth: preset %s: width %d, %d heads and %d KV heads do not divide", p.Name, p.Dim, p.Heads, p.KVHeads)
 	}
 	if p.VocabFrom != "" && o.Vocab == nil {
 		return nil, nil, fmt.Errorf("synth: preset %s needs a vocabulary file (--vocab): %s", p.Name, p.VocabFrom)
 	}
 	if o.Vocab != nil {
+		if p.Pre != "" {
+			o.Vocab = withPre(o.Vocab, p.Pre)
+		}
 		if n := vocabSize(o.Vocab); n != p.Vocab {
 			return nil, nil, fmt.Errorf("synth: preset %s: the vocabulary has %d tokens, the preset %d", p.Name, n, p.Vocab)
 		}
@@ -121,7 +134,7 @@ func (ft FileType) Types(p Preset) map[string]quant.Type {
 	for _, w := range p.Config().Weights() {
 		types[w.Name] = quant.F32
 		if w.Rows > 1 {
-			types[w.Name] = ft.TensorType(w.Name, layerOf(w.Name), p.Layers, w.Cols)
+			types[w.Name] = ft.TensorType(w.Name, layerOf(w.Name), p.Layers, w.Cols, p.Tied)
 		}
 	}
 	return types
@@ -213,7 +226,11 @@ func fillRows(ti gguf.TensorInfo, seed uint64, cols, layers, r0, n int, out []by
 			row := make([]float32, cols)
 			for i := lo; i < hi; i++ {
 				r := newRowRand(seed, ti.Name, r0+i)
-				if norm {
+				if strings.HasSuffix(ti.Name, ".bias") {
+					// Projection biases of either sign; Qwen2's reach
+					// well past the weights' scale.
+					r.fillNormal(row, 0.5)
+				} else if norm {
 					// RMSNorm gains near 1, as trained models have.
 					r.fillNormal(row, 0.1)
 					for j := range row {
@@ -239,29 +256,30 @@ func fillRows(ti gguf.TensorInfo, seed uint64, cols, layers, r0, n int, out []by
 // vocabulary size.
 func metadata(p Preset, ft FileType, vocab []gguf.KV) ([]gguf.KV, error) {
 	u := func(v int) uint32 { return uint32(v) }
+	a := p.Architecture()
 	kvs := []gguf.KV{
-		{Key: "general.architecture", Value: "llama"},
+		{Key: "general.architecture", Value: a},
 		{Key: "general.name", Value: fmt.Sprintf("synthetic %s %s (seed-determined random weights)", p.Name, ft.Name)},
 		{Key: "general.file_type", Value: ft.ID},
 		{Key: "general.quantization_version", Value: uint32(2)},
-		{Key: "llama.context_length", Value: u(p.Context)},
-		{Key: "llama.embedding_length", Value: u(p.Dim)},
-		{Key: "llama.block_count", Value: u(p.Layers)},
-		{Key: "llama.feed_forward_length", Value: u(p.FFN)},
-		{Key: "llama.rope.dimension_count", Value: u(p.Dim / p.Heads)},
-		{Key: "llama.attention.head_count", Value: u(p.Heads)},
-		{Key: "llama.attention.head_count_kv", Value: u(p.KVHeads)},
-		{Key: "llama.attention.layer_norm_rms_epsilon", Value: p.Eps},
-		{Key: "llama.rope.freq_base", Value: p.RopeBase},
-		{Key: "llama.vocab_size", Value: u(p.Vocab)},
+		{Key: a + ".context_length", Value: u(p.Context)},
+		{Key: a + ".embedding_length", Value: u(p.Dim)},
+		{Key: a + ".block_count", Value: u(p.Layers)},
+		{Key: a + ".feed_forward_length", Value: u(p.FFN)},
+		{Key: a + ".rope.dimension_count", Value: u(p.HeadSize())},
+		{Key: a + ".attention.head_count", Value: u(p.Heads)},
+		{Key: a + ".attention.head_count_kv", Value: u(p.KVHeads)},
+		{Key: a + ".attention.layer_norm_rms_epsilon", Value: p.Eps},
+		{Key: a + ".rope.freq_base", Value: p.RopeBase},
+		{Key: a + ".vocab_size", Value: u(p.Vocab)},
 	}
-	if p.Llama3Rope != nil {
+	if p.Llama3Rope != nil || p.HeadDim != 0 {
 		// llama.cpp's converter writes the head size of models whose
-		// config.json gives head_dim, as Llama 3.1+ do; the older presets'
-		// files keep their bytes.
+		// config.json gives head_dim, as Llama 3.1+ and Qwen3 do; the
+		// older presets' files keep their bytes.
 		kvs = append(kvs,
-			gguf.KV{Key: "llama.attention.key_length", Value: u(p.Dim / p.Heads)},
-			gguf.KV{Key: "llama.attention.value_length", Value: u(p.Dim / p.Heads)})
+			gguf.KV{Key: a + ".attention.key_length", Value: u(p.HeadSize())},
+			gguf.KV{Key: a + ".attention.value_length", Value: u(p.HeadSize())})
 	}
 	if vocab != nil {
 		return append(kvs, vocab...), nil
