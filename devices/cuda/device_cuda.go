@@ -64,8 +64,9 @@ type Device struct {
 	closed bool
 	queue  []pending // ops Run has accepted, launched by the next call that waits
 
-	wmu     sync.Mutex // guards weights, which Run reads on the caller's side
+	wmu     sync.Mutex // guards weights and freqs, which Run reads on the caller's side
 	weights map[string]*weight
+	freqs   map[string]dptr // rope frequency factors on the GPU, by their bytes (freqs_cuda.go)
 
 	// Owned by the device's thread.
 	ctx    context
@@ -213,17 +214,18 @@ func (d *Device) Supports(op *ops.Op) error {
 	switch op.Kind {
 	case ops.Embed, ops.MatMul, ops.SiLUMul, ops.Add, ops.LastRow:
 	case ops.RMSNorm:
-		if op.PerHead {
-			return fmt.Errorf("cuda: op %s: per-head rms_norm %w", op, devices.ErrUnsupported)
+		// Per-head norms run as rows of Weight.Cols (run_cuda.go).
+	case ops.AddBias:
+		if w := op.Weight; w == nil || w.Rows != 1 {
+			return fmt.Errorf("cuda: op %s: add_bias needs a one-row weight: %w", op, devices.ErrUnsupported)
 		}
 	case ops.RoPE:
-		if op.Rope.Neox {
-			return fmt.Errorf("cuda: op %s: NEOX rope %w", op, devices.ErrUnsupported)
+		r := op.Rope
+		if r.HeadDim%2 != 0 {
+			return fmt.Errorf("cuda: op %s: rope of odd head size %d %w", op, r.HeadDim, devices.ErrUnsupported)
 		}
-		// The rope kernels compute each pair's angle from the base alone;
-		// a rope with frequency factors (Llama 3.1+) stays on the CPU.
-		if op.Rope.Freqs != nil {
-			return fmt.Errorf("cuda: op %s: rope with frequency factors %w", op, devices.ErrUnsupported)
+		if r.Freqs != nil && len(r.Freqs) != r.Dims/2 {
+			return fmt.Errorf("cuda: op %s: %d rope frequency factors for %d rotated pairs: %w", op, len(r.Freqs), r.Dims/2, devices.ErrUnsupported)
 		}
 	case ops.Attention:
 		if op.Attn.HeadDim > 256 {
@@ -530,6 +532,7 @@ func (d *Device) Close() error {
 		d.allocs, d.kv, d.stage, d.nstage, d.used = nil, nil, nil, 0, 0
 		d.wmu.Lock()
 		d.weights = map[string]*weight{}
+		d.freqs = nil
 		d.wmu.Unlock()
 		d.k = nil
 		if d.hasCtx {

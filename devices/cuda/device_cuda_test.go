@@ -92,7 +92,8 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-var allTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q4_K, quant.Q5_K, quant.Q6_K}
+var allTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q4_K, quant.Q5_K, quant.Q6_K,
+	quant.Q2_K, quant.Q3_K, quant.IQ4_NL, quant.IQ4_XS}
 
 // TestMatMul checks mat-vec (n = 1) and the batched kernel (n = 13: a whole
 // tile of 8 and a partial one) for every weight type at Llama shapes.
@@ -388,8 +389,8 @@ func TestDevice(t *testing.T) {
 	if info.Kind != "cuda" || info.Name != "cuda:0" || info.Memory <= 0 {
 		t.Fatalf("info %+v", info)
 	}
-	if err := g.Supports(&ops.Op{Kind: ops.MatMul, Name: "q2k", Weight: &ops.Weight{Type: quant.Q2_K, Rows: 8, Cols: 256}}); !errors.Is(err, devices.ErrUnsupported) {
-		t.Fatalf("Q2_K: %v", err)
+	if err := g.Supports(&ops.Op{Kind: ops.MatMul, Name: "q8k", Weight: &ops.Weight{Type: quant.Q8_K, Rows: 8, Cols: 256}}); !errors.Is(err, devices.ErrUnsupported) {
+		t.Fatalf("Q8_K: %v", err)
 	}
 	b, err := g.Alloc(100)
 	if err != nil {
@@ -454,7 +455,7 @@ func TestBandwidth(t *testing.T) {
 	xn, _ := g.Alloc(8 * cols)
 	g.Write(xn, verify.RandVec(r, 8*cols))
 	yn, _ := g.Alloc(8 * rows)
-	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.F16, quant.F32} {
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.Q2_K, quant.Q3_K, quant.IQ4_NL, quant.IQ4_XS, quant.F16, quant.F32} {
 		data, _ := quantized(t, r, typ, rows, cols)
 		copies := max(4, int(256<<20/len(data)))
 		var opsList []*ops.Op

@@ -20,7 +20,9 @@ import (
 //	RMSNorm? MatMul Add             the mat-vec and the residual add
 //	RoPE RoPE Attention             rotate q and k and append k, v to the cache; then attention
 //
-// which makes a block six launches. A fused launch writes every value the
+// which makes a Llama block six launches. The ropes may be of either mode,
+// with or without frequency factors; a per-head RMSNorm (Qwen3) and AddBias
+// (Qwen2) always run alone. A fused launch writes every value the
 // ops it replaces write, and computes each exactly as they do (the kernels
 // share kernels/common.cuh), so fusing changes no result and nothing outside
 // the device can tell. Only decode steps (one token) are fused, only ops
@@ -105,7 +107,9 @@ func (d *Device) match(q []pending) unit {
 	i := 0
 	var x *Buffer
 	if norm {
-		if q[0].w == nil || q[0].n != 1 || q[0].ins[0].n != q[0].w.w.Cols {
+		// A per-head norm (Qwen3's of q and k) normalises heads, not the
+		// row the fused kernel normalises: it runs alone.
+		if q[0].op.PerHead || q[0].w == nil || q[0].n != 1 || q[0].ins[0].n != q[0].w.w.Cols {
 			return one
 		}
 		i, x = 1, q[0].out
@@ -313,11 +317,15 @@ func (d *Device) runRope(u unit) error {
 		return err
 	}
 	r := rq.op.Rope
+	freqs, err := d.freqsOf(r) // the same for rk: matchRope checked the two ropes are Equal
+	if err != nil {
+		return err
+	}
 	qw, kw := rq.ins[0].n, rk.ins[0].n
 	threads := qw/2 + kw
 	a := d.args().ptr(uintptr(rq.ins[0].ptr)).ptr(uintptr(rk.ins[0].ptr)).ptr(uintptr(at.ins[2].ptr)).
 		ptr(uintptr(rq.out.ptr)).ptr(uintptr(rk.out.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).
-		i32(qw).i32(kw).i32(r.HeadDim).i32(r.Dims).f32(ropeScale(r)).ptr(uintptr(d.tokens))
+		i32(qw).i32(kw).i32(r.HeadDim).i32(r.Dims).f32(ropeScale(r)).ptr(uintptr(d.tokens)).i32(b2i(r.Neox)).ptr(uintptr(freqs))
 	if err := launch(d.k.ropeKV, (threads+255)/256, 1, 256, a); err != nil {
 		return err
 	}

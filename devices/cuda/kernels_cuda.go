@@ -35,6 +35,7 @@ var typeNames = map[quant.Type]string{
 	quant.F32: "f32", quant.F16: "f16", quant.BF16: "bf16",
 	quant.Q4_0: "q4_0", quant.Q4_1: "q4_1", quant.Q5_0: "q5_0", quant.Q5_1: "q5_1",
 	quant.Q8_0: "q8_0", quant.Q4_K: "q4_k", quant.Q5_K: "q5_k", quant.Q6_K: "q6_k",
+	quant.Q2_K: "q2_k", quant.Q3_K: "q3_k", quant.IQ4_NL: "iq4_nl", quant.IQ4_XS: "iq4_xs",
 }
 
 // chunk is the elements a matrix row must hold a whole number of: the
@@ -60,6 +61,7 @@ type kernels struct {
 	mods                        []module
 	byType                      map[quant.Type]*typed
 	rmsNorm, rope, siluMul, add kernel
+	addBias                     kernel
 	attention, kvAppend         kernel
 	ropeKV                      kernel // fused decode RoPE and cache append
 }
@@ -124,7 +126,7 @@ func loadKernels() (*kernels, error) {
 		k    *kernel
 		m    module
 		name string
-	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.attention, am, "attention"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}} {
+	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}} {
 		if *p.k, err = get(p.m, p.name); err != nil {
 			return nil, err
 		}

@@ -57,6 +57,10 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 		if st.Pos < 0 || st.Pos+len(st.Tokens) > op.Attn.Context {
 			return fmt.Errorf("cuda: op %s: positions %d..%d exceed the context of %d", op, st.Pos, st.Pos+len(st.Tokens)-1, op.Attn.Context)
 		}
+	case ops.RoPE:
+		if err := d.uploadFreqs(op); err != nil {
+			return err
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -245,6 +249,8 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 		}
 		return launch(d.k.byType[w.typ].embed, n, 1, 128, d.args().ptr(uintptr(w.ptr)).i64(int64(w.rowBytes)).ptr(uintptr(d.tokens+4)).ptr(uintptr(out.ptr)).i32(cols))
 	case ops.RMSNorm:
+		// A per-head norm is the same kernel over rows of one head each:
+		// Weight.Cols is the head size.
 		cols := w.w.Cols
 		rows := in[0].n / cols
 		if rows == 0 {
@@ -286,9 +292,23 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 		if rows == 0 {
 			return nil
 		}
+		freqs, err := d.freqsOf(r)
+		if err != nil {
+			return err
+		}
 		width := in[0].n / rows
 		pairs := rows * (width / r.HeadDim) * (r.HeadDim / 2)
-		return launch(d.k.rope, blocks(pairs), 1, threads, d.args().ptr(uintptr(in[0].ptr)).ptr(uintptr(out.ptr)).i32(rows).i32(width).i32(r.HeadDim).i32(r.Dims).f32(ropeScale(r)).ptr(uintptr(d.tokens)))
+		return launch(d.k.rope, blocks(pairs), 1, threads, d.args().ptr(uintptr(in[0].ptr)).ptr(uintptr(out.ptr)).i32(rows).i32(width).i32(r.HeadDim).i32(r.Dims).f32(ropeScale(r)).ptr(uintptr(d.tokens)).
+			i32(b2i(r.Neox)).ptr(uintptr(freqs)))
+	case ops.AddBias:
+		n, cols := in[0].n, w.w.Cols
+		if cols == 0 || n%cols != 0 || out.n < n {
+			return fmt.Errorf("bias of %d on an input of %d into an output of %d", cols, n, out.n)
+		}
+		if n == 0 {
+			return nil
+		}
+		return launch(d.k.addBias, blocks(n), 1, threads, d.args().ptr(uintptr(in[0].ptr)).ptr(uintptr(w.ptr)).ptr(uintptr(out.ptr)).i32(n).i32(cols))
 	case ops.Attention:
 		return d.attention(op, st, in, out)
 	case ops.SiLUMul, ops.Add:

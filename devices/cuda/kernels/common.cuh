@@ -28,19 +28,34 @@ __device__ __forceinline__ float rms_apply(float x, float scale, float w) { retu
 
 // rope_pair rotates features x0, x1 (pair j of a head) of a token at
 // position p by θ = p·scale^j, with scale = base^(-2/dims) from the host; θ
-// is stepped by repeated f32 multiplication as the CPU device does. Pairs at
-// or past dims/2 are copied.
-__device__ __forceinline__ void rope_pair(float x0, float x1, int p, int j, int dims, float scale, float &y0, float &y1) {
+// is stepped by repeated f32 multiplication as the CPU device does, then
+// divided by the pair's frequency factor where the rope has them (freqs not
+// null: Llama 3.1+), as ggml divides the stepped θ. Pairs at or past dims/2
+// are copied.
+__device__ __forceinline__ void rope_pair(float x0, float x1, int p, int j, int dims, float scale, const float *freqs, float &y0, float &y1) {
 	if (2 * j >= dims) {
 		y0 = x0, y1 = x1;
 		return;
 	}
 	float theta = (float)p;
 	for (int i = 0; i < j; i++) theta = __fmul_rn(theta, scale);
+	if (freqs) theta = __fdiv_rn(theta, freqs[j]);
 	float s, c;
 	sincosf(theta, &s, &c);
 	y0 = fmaf(x0, c, -__fmul_rn(x1, s));
 	y1 = fmaf(x0, s, __fmul_rn(x1, c));
+}
+
+// rope_feats returns the features f0, f1 of a head that its pair j turns
+// together: 2j and 2j+1 in llama.cpp's normal mode; j and j+dims/2 in its
+// NEOX mode (Qwen2, Qwen3), whose pairs past dims/2 (features dims and up,
+// which no pair turns) are copied two by two as the normal mode's.
+__device__ __forceinline__ void rope_feats(int j, int dims, bool neox, int &f0, int &f1) {
+	if (neox && 2 * j < dims) {
+		f0 = j, f1 = j + dims / 2;
+	} else {
+		f0 = 2 * j, f1 = 2 * j + 1;
+	}
 }
 
 // silu_of is silu(g)·u = g/(1+e^-g)·u.

@@ -102,21 +102,27 @@ FOR_TYPES(MV)
 // rope_kv: the decode step's RoPE of the queries q (qw features) and keys k
 // (kw) into qo and ko, and the append of the rotated keys and the values v
 // to the layer's caches at the step's position, in one launch. Thread i
-// takes pair i of q, then of k, then two values.
+// takes pair i of q (pair i%half of head i/half, rope_feats), then of k,
+// then two values.
 extern "C" __global__ void rope_kv(const float *q, const float *k, const float *v, float *qo, float *ko, __half *kc, __half *vc, int qw, int kw,
-                                   int headDim, int dims, float scale, const int *posp) {
+                                   int headDim, int dims, float scale, const int *posp, int neox, const float *freqs) {
 	int pos = *posp, half = headDim / 2;
 	int i = blockIdx.x * blockDim.x + threadIdx.x, qp = qw / 2, kp = kw / 2;
 	long long base = (long long)pos * kw;
-	if (i < qp) {
-		int off = 2 * i;
-		rope_pair(q[off], q[off + 1], pos, i % half, dims, scale, qo[off], qo[off + 1]);
-	} else if (i < qp + kp) {
-		int off = 2 * (i - qp);
+	if (i < qp + kp) {
+		bool isq = i < qp;
+		int p = isq ? i : i - qp, j = p % half, f0, f1;
+		rope_feats(j, dims, neox, f0, f1);
+		int o0 = (p / half) * headDim + f0, o1 = (p / half) * headDim + f1;
+		const float *x = isq ? q : k;
 		float y0, y1;
-		rope_pair(k[off], k[off + 1], pos, (i - qp) % half, dims, scale, y0, y1);
-		ko[off] = y0, ko[off + 1] = y1;
-		kc[base + off] = __float2half_rn(y0), kc[base + off + 1] = __float2half_rn(y1);
+		rope_pair(x[o0], x[o1], pos, j, dims, scale, freqs, y0, y1);
+		if (isq) {
+			qo[o0] = y0, qo[o1] = y1;
+		} else {
+			ko[o0] = y0, ko[o1] = y1;
+			kc[base + o0] = __float2half_rn(y0), kc[base + o1] = __float2half_rn(y1);
+		}
 	} else if (i < qp + 2 * kp) {
 		int off = 2 * (i - qp - kp);
 		vc[base + off] = __float2half_rn(v[off]), vc[base + off + 1] = __float2half_rn(v[off + 1]);

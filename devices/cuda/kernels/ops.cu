@@ -35,21 +35,25 @@ extern "C" __global__ void rms_norm(const float *x, const float *w, float *y, in
 	for (int i = threadIdx.x; i < cols; i += blockDim.x) yr[i] = rms_apply(xr[i], scale, w[i]);
 }
 
-// rope: llama.cpp's "normal" mode. Thread (row, head, pair j) rotates
-// features 2j, 2j+1 of the head at position pos+row (rope_pair).
-// pos is read from the device (the step's position, written once per step),
-// so a captured CUDA graph replays for every position.
-extern "C" __global__ void rope(const float *x, float *y, int rows, int width, int headDim, int dims, float scale, const int *posp) {
+// rope: llama.cpp's "normal" mode, or its NEOX mode where neox is set.
+// Thread (row, head, pair j) rotates the pair's two features of the head
+// (rope_feats) at position pos+row (rope_pair), with the frequency factors
+// freqs (Dims/2 of them) where not null. pos is read from the device (the
+// step's position, written once per step), so a captured CUDA graph replays
+// for every position.
+extern "C" __global__ void rope(const float *x, float *y, int rows, int width, int headDim, int dims, float scale, const int *posp, int neox,
+                                const float *freqs) {
 	int pos = *posp;
 	int half = headDim / 2, heads = width / headDim;
 	long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
 	if (idx >= (long long)rows * heads * half) return;
-	int j = idx % half;
+	int j = idx % half, f0, f1;
 	long long rh = idx / half; // row*heads + head
 	int row = rh / heads;
-	long long off = rh * headDim + 2 * j;
-	float x0 = x[off], x1 = x[off + 1];
-	rope_pair(x0, x1, pos + row, j, dims, scale, y[off], y[off + 1]);
+	rope_feats(j, dims, neox, f0, f1);
+	long long o0 = rh * headDim + f0, o1 = rh * headDim + f1;
+	float x0 = x[o0], x1 = x[o1];
+	rope_pair(x0, x1, pos + row, j, dims, scale, freqs, y[o0], y[o1]);
 }
 
 // silu_mul: y = silu(g)·u = g/(1+e^-g)·u.
@@ -64,6 +68,13 @@ extern "C" __global__ void silu_mul(const float *g, const float *u, float *y, in
 extern "C" __global__ void add(const float *a, const float *b, float *y, int n) {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < n) y[i] = a[i] + b[i];
+}
+
+// add_bias: y = x + b, b (d elements) repeated over the rows of x (n
+// elements in all).
+extern "C" __global__ void add_bias(const float *x, const float *b, float *y, int n, int d) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) y[i] = x[i] + b[i % d];
 }
 
 // kv_append: kc[pos·dim + i] = k[i], vc[pos·dim + i] = v[i] for the step's n

@@ -370,6 +370,109 @@ template <> struct D8<T_Q6_K> {
 	}
 };
 
+// Q2_K: lane k takes half h = k/2 and the 16 quant bytes 16(k%2).. of it,
+// whose bit pairs 2m.. (m = 0..3) are sub-block 8h + 2m + k%2; dot is
+// Σ sc·Σqx and off Σ m·Σx (the activations' sums of 16) over its four
+// sub-blocks, and the block's term d·dot - dmin·off, each times the
+// activations' scale, as the CPU device (devices/cpu/kernels, dotQ2_KGo).
+template <> struct D8<T_Q2_K> {
+	static const int block = 256, TPB = 4, bytes = 84;
+	static const bool q81 = false, hasOff = true;
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+		int h = k >> 1, g = k & 1;
+		const uint8_t *qs = blk + 16 + 32 * h + 16 * g;
+		uint32_t w[4] = {u32(qs), u32(qs + 4), u32(qs + 8), u32(qs + 12)};
+		uint32_t sc[2] = {u32(blk + 8 * h), u32(blk + 8 * h + 4)}; // scale bytes 8h..8h+7
+		const int e = 256 * b + 128 * h + 16 * g;
+		dot = 0, off = 0;
+#pragma unroll
+		for (int m = 0; m < 4; m++) {
+			int p = 0;
+#pragma unroll
+			for (int i = 0; i < 4; i++) p = __dp4a((int)(w[i] >> (2 * m) & 0x03030303u), xint(x, e + 32 * m + 4 * i), p);
+			int s = (sc[m >> 1] >> (8 * (2 * (m & 1) + g))) & 0xff; // byte 2m + g
+			dot += (s & 15) * p;
+			off += (s >> 4) * x.bs[16 * b + 8 * h + 2 * m + g];
+		}
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int off) {
+		return __fsub_rn(__fmul_rn((float)dot, __fmul_rn(f16(blk + 80), x.d[b])), __fmul_rn((float)off, __fmul_rn(f16(blk + 82), x.d[b])));
+	}
+};
+
+// Q3_K: lanes as Q2_K's, each quant completed with its hmask bit (bit 4h+m
+// of hmask[16(k%2)..]) and offset by -4 bytewise, so that the integer sums
+// are exact; dot is Σ scale·Σqx over the lane's four sub-blocks.
+template <> struct D8<T_Q3_K> {
+	static const int block = 256, TPB = 4, bytes = 110;
+	static const bool q81 = false, hasOff = false;
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+		int h = k >> 1, g = k & 1;
+		uint32_t L[4], H[4];
+		words16<4>(blk + 32 + 32 * h + 16 * g, L);
+		words16<4>(blk + 16 * g, H);
+		const int e = 256 * b + 128 * h + 16 * g;
+		dot = 0, off = 0;
+#pragma unroll
+		for (int m = 0; m < 4; m++) {
+			int p = 0;
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				uint32_t q = (L[i] >> (2 * m) & 0x03030303u) | (H[i] >> (4 * h + m) & 0x01010101u) << 2;
+				p = __dp4a((int)__vsub4(q, 0x04040404u), xint(x, e + 32 * m + 4 * i), p);
+			}
+			dot += scaleK3(8 * h + 2 * m + g, blk + 96) * p;
+		}
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int) {
+		return fmd(x.d[b], f16(blk + 108), (float)dot);
+	}
+};
+
+// IQ4_NL: as Q4_0 with two lanes a block (lane k: bytes 8k..8k+7), each
+// nibble mapped to its level (iq4Levels), so no offset; 8-bit activations
+// in blocks of 32 (ggml's Q8_0), as the CPU device's.
+template <> struct D8<T_IQ4_NL> {
+	static const int block = 32, TPB = 2, bytes = 18;
+	static const bool q81 = false, hasOff = false;
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+		int e = 32 * b + 8 * k;
+		dot = 0;
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			uint32_t v = w16x2(blk + 2 + 8 * k + 4 * i);
+			dot = __dp4a((int)iq4Levels(v & NIB), xint(x, e + 4 * i), dot);
+			dot = __dp4a((int)iq4Levels(v >> 4 & NIB), xint(x, e + 16 + 4 * i), dot);
+		}
+		off = 0;
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int) { return fmd(f16(blk), x.d[b], (float)dot); }
+};
+
+// IQ4_XS: lane k takes sub-blocks 2k and 2k+1 (32 nibble bytes from
+// 8+32k); dot is Σ scale·Σ level·x over them.
+template <> struct D8<T_IQ4_XS> {
+	static const int block = 256, TPB = 4, bytes = 136;
+	static const bool q81 = false, hasOff = false;
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off) {
+		const uint2 *qp = (const uint2 *)(blk + 8 + 32 * k); // 8-byte aligned: 136-byte blocks
+		dot = 0, off = 0;
+#pragma unroll
+		for (int j = 0; j < 2; j++) {
+			uint2 a = qp[2 * j], c = qp[2 * j + 1];
+			uint32_t v[4] = {a.x, a.y, c.x, c.y};
+			int e = 256 * b + 32 * (2 * k + j), p = 0;
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				p = __dp4a((int)iq4Levels(v[i] & NIB), xint(x, e + 4 * i), p);
+				p = __dp4a((int)iq4Levels(v[i] >> 4 & NIB), xint(x, e + 16 + 4 * i), p);
+			}
+			dot += scaleIQ4XS(2 * k + j, blk) * p;
+		}
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int) { return fmd(f16(blk), x.d[b], (float)dot); }
+};
+
 // row_dotq is R rows' dot products with x over nb blocks for one warp: the
 // lanes take blocks in groups of TPB, sum each block's integer terms across
 // its group (exact), and the group's first lane adds the block's float term;

@@ -13,7 +13,9 @@
 // Alignment: a row starts at a multiple of its row bytes from a cuMemAlloc'd
 // base. Q4_0 (18), Q8_0 (34), Q5_0 (22) and Q6_K (210) blocks are only 2-byte
 // aligned in general, so those read 16-bit words; Q4_1 (20), Q5_1 (24), Q4_K
-// (144) and Q5_K (176) read 32-bit words; float rows 16-byte vectors.
+// (144) and Q5_K (176) read 32-bit words; float rows 16-byte vectors. Of the
+// low-bit types, Q2_K (84), IQ4_XS (136) read 32-bit words, IQ4_NL (18) and
+// Q3_K (110) 16-bit ones.
 #pragma once
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -21,7 +23,8 @@
 // GGML type ids (models/quant/types.go).
 enum {
 	T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7,
-	T_Q8_0 = 8, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_BF16 = 30,
+	T_Q8_0 = 8, T_Q2_K = 10, T_Q3_K = 11, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14,
+	T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30,
 };
 
 __device__ __forceinline__ float f16(const uint8_t *p) { return __half2float(__ushort_as_half(*(const uint16_t *)p)); }
@@ -232,6 +235,113 @@ template <> struct Q<T_Q6_K> {
 	}
 };
 
+// Q2_K: super-blocks of 256 (84 bytes): 16 scale bytes (low nibble scale,
+// high nibble min, one per 16 elements), 64 bytes of 2-bit quants, f16 d,
+// f16 dmin. Sub-block s (16 elements, pieces 2s and 2s+1 of the super-block)
+// takes bits 2((s%8)/2).. of bytes 32(s/8) + 16(s%2) onward (quant.q2Quant);
+// d*sc*q - dmin*m, with d*sc and dmin*m rounded first.
+template <> struct Q<T_Q2_K> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const uint8_t *b = row + 84 * (c >> 5);
+		int p = c & 31, s = p >> 1;
+		int sc = b[s];
+		float dl = mul(f16(b + 80), (float)(sc & 15)), ml = mul(f16(b + 82), (float)(sc >> 4));
+		const uint8_t *qs = b + 16 + 32 * (s >> 3) + 16 * (s & 1) + 8 * (p & 1);
+		int sh = 2 * ((s & 7) >> 1);
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			uint32_t v = u32(qs + 4 * i) >> sh;
+#pragma unroll
+			for (int k = 0; k < 4; k++) w[4 * i + k] = mul(dl, (float)((v >> (8 * k)) & 3)) - ml;
+		}
+		e0 = 8 * c, e1 = e0 + 4;
+	}
+};
+
+// scaleK3 is quant.ScaleK3: sub-block s's signed 6-bit scale from a Q3_K
+// block's 12 scale bytes.
+__device__ __forceinline__ int scaleK3(int s, const uint8_t *sc) {
+	int lo = sc[s & 7] >> (4 * (s >> 3)) & 15, hi = sc[8 + (s & 3)] >> (2 * (s >> 2)) & 3;
+	return (lo | hi << 4) - 32;
+}
+
+// Q3_K: 110 bytes: 32 bytes hmask, 64 bytes of low 2-bit quants laid out as
+// Q2_K's, 12 bytes of packed 6-bit scales, f16 d. Element e's third bit is
+// bit e/32 of hmask[e%32]; q = low bits, minus 4 where that bit is clear;
+// (d*scale)*q.
+template <> struct Q<T_Q3_K> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const uint8_t *b = row + 110 * (c >> 5);
+		int p = c & 31, s = p >> 1;
+		float dl = mul(f16(b + 108), (float)scaleK3(s, b + 96));
+		const uint8_t *qs = b + 32 + 32 * (s >> 3) + 16 * (s & 1) + 8 * (p & 1), *hm = b + 8 * (p & 3);
+		int sh = 2 * ((s & 7) >> 1), hb = p >> 2;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			uint32_t v = u16(qs + 2 * i) >> sh, h = u16(hm + 2 * i) >> hb;
+#pragma unroll
+			for (int t = 0; t < 2; t++) {
+				int q = (int)((v >> (8 * t)) & 3) - (((h >> (8 * t)) & 1) ? 0 : 4);
+				w[2 * i + t] = mul(dl, (float)q);
+			}
+		}
+		e0 = 8 * c, e1 = e0 + 4;
+	}
+};
+
+// iq4Levels maps four nibbles (the low nibble of each byte of n, high
+// nibbles clear) to their four quant.IQ4Levels as signed bytes, with two
+// byte permutes of the 16-entry table held in four immediate words: the
+// lanes of a warp look up different entries, which a table in memory would
+// serialise.
+__device__ __forceinline__ uint32_t iq4Levels(uint32_t n) {
+	const uint32_t t0 = 0xBFAD9881u, t1 = 0xF6EADDCFu, t2 = 0x26190D01u, t3 = 0x71594535u; // -127 -104 -83 -65 | -49 -35 -22 -10 | 1 13 25 38 | 53 69 89 113
+	uint32_t v = n & 0x07070707u;
+	uint32_t sel = (v & 7) | (v >> 4 & 0x70) | (v >> 8 & 0x700) | (v >> 12 & 0x7000);
+	uint32_t lo = __byte_perm(t0, t1, sel), hi = __byte_perm(t2, t3, sel);
+	uint32_t m = (n >> 3 & 0x01010101u) * 0xff;
+	return (hi & m) | (lo & ~m);
+}
+
+// iq4Piece decodes bytes v (4 bytes of IQ4 nibbles) scaled by d: w[0..3]
+// from the low nibbles, w[4..7] from the high ones.
+__device__ __forceinline__ void iq4Piece(uint32_t v, float d, float *w) {
+	uint32_t lo = iq4Levels(v & 0x0f0f0f0fu), hi = iq4Levels(v >> 4 & 0x0f0f0f0fu);
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		w[k] = mul(d, (float)(int8_t)(lo >> (8 * k)));
+		w[k + 4] = mul(d, (float)(int8_t)(hi >> (8 * k)));
+	}
+}
+
+// IQ4_NL: f16 d, 16 bytes of nibbles laid out as Q4_0's; d*IQ4Levels[q].
+template <> struct Q<T_IQ4_NL> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const uint8_t *b = row + 18 * (c >> 2);
+		int s = c & 3;
+		iq4Piece(u16(b + 2 + 4 * s) | u16(b + 4 + 4 * s) << 16, f16(b), w);
+		e0 = 32 * (c >> 2) + 4 * s, e1 = e0 + 16;
+	}
+};
+
+// scaleIQ4XS is quant.ScaleIQ4XS: sub-block j's signed 6-bit scale.
+__device__ __forceinline__ int scaleIQ4XS(int j, const uint8_t *b) {
+	int lo = b[4 + (j >> 1)] >> (4 * (j & 1)) & 15, hi = u16(b + 2) >> (2 * j) & 3;
+	return (lo | hi << 4) - 32;
+}
+
+// IQ4_XS: 136 bytes: f16 d, u16 scales_h, 4 bytes scales_l, 128 bytes of
+// nibbles, sub-block j (32 elements) in bytes 16j.. as an IQ4_NL block;
+// (d*scale)*IQ4Levels[q].
+template <> struct Q<T_IQ4_XS> {
+	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
+		const uint8_t *b = row + 136 * (c >> 5);
+		int j = (c >> 2) & 7, s = c & 3;
+		iq4Piece(u32(b + 8 + 16 * j + 4 * s), mul(f16(b), (float)scaleIQ4XS(j, b)), w);
+		e0 = 256 * (c >> 5) + 32 * j + 4 * s, e1 = e0 + 16;
+	}
+};
+
 // Tail<T>::one reads element e of a float row: rows of F32, F16 and BF16 may
 // end in fewer than 8 elements past their last whole piece (any is false for
 // the block types, whose rows are whole blocks).
@@ -255,4 +365,5 @@ template <> struct Tail<T_BF16> {
 // The weight types every kernel is instantiated for, as X(id, name).
 #define FOR_TYPES(X)                                                                           \
 	X(T_F32, f32) X(T_F16, f16) X(T_BF16, bf16) X(T_Q4_0, q4_0) X(T_Q4_1, q4_1) X(T_Q5_0, q5_0) \
-	X(T_Q5_1, q5_1) X(T_Q8_0, q8_0) X(T_Q4_K, q4_k) X(T_Q5_K, q5_k) X(T_Q6_K, q6_k)
+	X(T_Q5_1, q5_1) X(T_Q8_0, q8_0) X(T_Q4_K, q4_k) X(T_Q5_K, q5_k) X(T_Q6_K, q6_k) X(T_Q2_K, q2_k)  \
+	X(T_Q3_K, q3_k) X(T_IQ4_NL, iq4_nl) X(T_IQ4_XS, iq4_xs)
