@@ -5,17 +5,20 @@
 // # Ops
 //
 // MatMul (any weight type the CPU device supports, dequantized at load and
-// rounded to fp16), RMSNorm, SiLUMul and Add. The others are refused by
-// Supports, each for its reason:
+// rounded to fp16), RMSNorm (per head too: the whole-row norm's model over
+// tokens × heads rows of one head), AddBias (a one-row bias broadcast over
+// the rows), SiLUMul and Add. The others are refused by Supports, each for
+// its reason:
 //
 //   - Embed reads rows of the embedding table by token id: a gather, not
 //     arithmetic. The ids are step data, not an f32 input, the table is the
 //     largest tensor of the model, and the CPU copies a row faster than CoreML
 //     can be called.
-//   - RoPE rotates by angles that depend on the step's position, so one
-//     compiled model would serve one position only (or need the angle tables
-//     as inputs, computed on the host anyway), and fp16 angles lose the
-//     precision large positions need.
+//   - RoPE (every variant: adjacent or NEOX pairs, with or without
+//     frequency factors) rotates by angles that depend on the step's
+//     position, so one compiled model would serve one position only (or
+//     need the angle tables as inputs, computed on the host anyway), and
+//     fp16 angles lose the precision large positions need.
 //   - Attention appends to a KV cache that must persist and grow across
 //     calls; a CoreML model is a pure function of its inputs (ML Program
 //     states need macOS 15 and are not used here).

@@ -23,18 +23,15 @@ const formatVersion = 1
 func supports(op *ops.Op) error {
 	why := ""
 	switch op.Kind {
-	case ops.MatMul, ops.RMSNorm:
+	case ops.MatMul, ops.RMSNorm, ops.AddBias:
 		if op.Weight == nil {
 			return fmt.Errorf("coreml: op %s has no weight: %w", op, devices.ErrUnsupported)
 		}
 		if !op.Weight.Type.Supported() {
 			return fmt.Errorf("coreml: op %s: weight type %s %w", op, op.Weight.Type, devices.ErrUnsupported)
 		}
-		if op.Kind == ops.RMSNorm && op.Weight.Rows != 1 {
-			return fmt.Errorf("coreml: op %s: norm weight of %d rows %w", op, op.Weight.Rows, devices.ErrUnsupported)
-		}
-		if op.Kind == ops.RMSNorm && op.PerHead {
-			return fmt.Errorf("coreml: op %s: per-head norm %w", op, devices.ErrUnsupported)
+		if op.Kind != ops.MatMul && (op.Weight.Rows != 1 || op.Weight.Cols <= 0) {
+			return fmt.Errorf("coreml: op %s: %s weight of %d×%d, not one row, %w", op, op.Kind, op.Weight.Rows, op.Weight.Cols, devices.ErrUnsupported)
 		}
 		return nil
 	case ops.SiLUMul, ops.Add:
@@ -117,7 +114,10 @@ func opShape(op *ops.Op, in, out, tokens int) (shape, error) {
 			return bad()
 		}
 		s.Rows, s.Cols, s.Out = in/k, k, m
-	case ops.RMSNorm:
+	case ops.RMSNorm, ops.AddBias:
+		// A per-head norm is the norm of rows of one head: the heads of a
+		// row are contiguous and share the weight, so its model is the
+		// whole-row norm's over tokens × heads rows.
 		d := op.Weight.Cols
 		if in <= 0 || in%d != 0 || out != in {
 			return bad()
@@ -182,6 +182,8 @@ func buildModel(op *ops.Op, s shape, w *weight) (*mlmodel.Model, error) {
 		m, err = mlmodel.MatMul(s.Rows, s.Cols, s.Out, wf)
 	case ops.RMSNorm:
 		m, err = mlmodel.RMSNorm(s.Rows, s.Cols, wf, op.Eps)
+	case ops.AddBias:
+		m, err = mlmodel.AddBias(s.Rows, s.Cols, wf)
 	case ops.SiLUMul:
 		m, err = mlmodel.SiLUMul(s.Rows, s.Cols)
 	case ops.Add:

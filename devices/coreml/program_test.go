@@ -185,29 +185,39 @@ func TestMatMulMatchesCPU(t *testing.T) {
 	}
 }
 
+// TestRMSNormMatchesCPU checks the norm's model over whole rows and per
+// head (heads > 0: rows of heads·d features, each head normalised on its
+// own, as Qwen3's Q and K norms; the model is the whole-row one over
+// tokens × heads rows of d).
 func TestRMSNormMatchesCPU(t *testing.T) {
 	r := rand.New(rand.NewPCG(8, 8))
-	n, d := 4, 256
+	n := 4
 	for _, c := range []struct {
-		name  string
-		typ   quant.Type
-		scale float64
+		name     string
+		typ      quant.Type
+		scale    float64
+		d, heads int
 	}{
-		{"f32 weight", quant.F32, 1},
-		{"f16 weight", quant.F16, 1},
+		{"f32 weight", quant.F32, 1, 256, 0},
+		{"f16 weight", quant.F16, 1, 256, 0},
 		// Residual-stream magnitudes, where x² overflows fp16.
-		{"large rows", quant.F32, 2000},
+		{"large rows", quant.F32, 2000, 256, 0},
+		{"per-head f32 weight", quant.F32, 1, 128, 4},
+		{"per-head bf16 weight", quant.BF16, 1, 64, 3},
+		// Projections' outputs of Qwen models reach the hundreds.
+		{"per-head large", quant.F32, 500, 128, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			d := c.d
 			w := randVec(r, d, 0.5)
 			wdata := quantized(t, c.typ, w, 1, d)
 			wf := make([]float32, d)
 			quant.Dequantize(c.typ, wdata, wf)
-			x := randVec(r, n*d, c.scale)
-			op := &ops.Op{Kind: ops.RMSNorm, Name: "blk.0.attn_norm", Eps: 1e-5, Weight: &ops.Weight{Name: "w", Type: c.typ, Rows: 1, Cols: d}}
+			x := randVec(r, n*max(c.heads, 1)*d, c.scale)
+			op := &ops.Op{Kind: ops.RMSNorm, Name: "blk.0.attn_norm", Eps: 1e-5, PerHead: c.heads > 0, Weight: &ops.Weight{Name: "w", Type: c.typ, Rows: 1, Cols: d}}
 			st := ops.Step{Tokens: make([]int32, n)}
-			want := runCPU(t, op, wdata, st, n*d, x)
-			got := runModel(t, op, wdata, st, n*d, x)
+			want := runCPU(t, op, wdata, st, len(x), x)
+			got := runModel(t, op, wdata, st, len(x), x)
 			// Ten fp16 roundings from input to output (x, w, y, y², the
 			// mean, the eps term, their sum, rsqrt, two products), each
 			// 2^-11 of its value; the floor 2^-11·|w| covers outputs near 0.
@@ -215,6 +225,31 @@ func TestRMSNormMatchesCPU(t *testing.T) {
 				return 10*u16*math.Abs(float64(want[i])) + u16*math.Abs(float64(wf[i%d]))
 			}
 			compare(t, "rms_norm "+c.name, got, want, bound, func(i int) float64 { return math.Abs(float64(want[i])) + 1e-30 })
+		})
+	}
+}
+
+// TestAddBiasMatchesCPU checks the bias model for biases stored in f32,
+// f16 and bf16. The model rounds x and the bias to fp16 (2^-11 of each) and
+// the sum once (2^-11 of it); the CPU adds in f32 (2^-24 of the sum).
+func TestAddBiasMatchesCPU(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 12))
+	n, d := 3, 200
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16} {
+		t.Run(typ.String(), func(t *testing.T) {
+			b := randVec(r, d, 1)
+			wdata := quantized(t, typ, b, 1, d)
+			bf := make([]float32, d)
+			quant.Dequantize(typ, wdata, bf)
+			x := randVec(r, n*d, 4)
+			op := &ops.Op{Kind: ops.AddBias, Name: "blk.0.attn_q_bias", Weight: &ops.Weight{Name: "blk.0.attn_q.bias", Type: typ, Rows: 1, Cols: d}}
+			st := ops.Step{Tokens: make([]int32, n)}
+			want := runCPU(t, op, wdata, st, n*d, x)
+			got := runModel(t, op, wdata, st, n*d, x)
+			mag := func(i int) float64 { return math.Abs(float64(x[i])) + math.Abs(float64(bf[i%d])) }
+			compare(t, "add_bias "+typ.String(), got, want, func(i int) float64 {
+				return u16*mag(i) + (u16+0x1p-24)*math.Abs(float64(want[i]))
+			}, mag)
 		})
 	}
 }
@@ -249,6 +284,8 @@ func TestSupports(t *testing.T) {
 	for _, op := range []*ops.Op{
 		{Kind: ops.MatMul, Name: "mm", Weight: w},
 		{Kind: ops.RMSNorm, Name: "norm", Weight: &ops.Weight{Name: "n", Type: quant.F32, Rows: 1, Cols: 32}},
+		{Kind: ops.RMSNorm, Name: "q_norm", PerHead: true, Weight: &ops.Weight{Name: "qn", Type: quant.F32, Rows: 1, Cols: 128}},
+		{Kind: ops.AddBias, Name: "q_bias", Weight: &ops.Weight{Name: "qb", Type: quant.BF16, Rows: 1, Cols: 896}},
 		{Kind: ops.SiLUMul, Name: "silu"},
 		{Kind: ops.Add, Name: "add"},
 	} {
@@ -262,6 +299,9 @@ func TestSupports(t *testing.T) {
 	}{
 		{&ops.Op{Kind: ops.Embed, Name: "token_embd", Weight: w}, "token_embd (embed)"},
 		{&ops.Op{Kind: ops.RoPE, Name: "blk.0.rope_q"}, "position"},
+		{&ops.Op{Kind: ops.RoPE, Name: "blk.0.rope_k", Rope: ops.RopeParams{HeadDim: 64, Dims: 64, Base: 1e6, Neox: true}}, "position"},
+		{&ops.Op{Kind: ops.AddBias, Name: "wide_bias", Weight: &ops.Weight{Name: "b", Type: quant.F32, Rows: 2, Cols: 8}}, "2×8"},
+		{&ops.Op{Kind: ops.AddBias, Name: "no_bias"}, "no weight"},
 		{&ops.Op{Kind: ops.Attention, Name: "blk.0.attn"}, "KV cache"},
 		{&ops.Op{Kind: ops.LastRow, Name: "last"}, "last (last_row)"},
 		{&ops.Op{Kind: ops.MatMul, Name: "mm2", Weight: &ops.Weight{Name: "w", Type: quant.Q8_K, Rows: 1, Cols: 256}}, "Q8_K"},
@@ -349,6 +389,8 @@ func TestModelKey(t *testing.T) {
 		"add 1x8":      modelKey(&ops.Op{Kind: ops.Add}, shape{Kind: ops.Add, Rows: 1, Cols: 8}, nil),
 		"add 2x4":      modelKey(&ops.Op{Kind: ops.Add}, shape{Kind: ops.Add, Rows: 2, Cols: 4}, nil),
 		"silu_mul 1x8": modelKey(&ops.Op{Kind: ops.SiLUMul}, shape{Kind: ops.SiLUMul, Rows: 1, Cols: 8}, nil),
+		// A bias of the norm's bytes: another program, another key.
+		"bias": modelKey(&ops.Op{Kind: ops.AddBias, Weight: norm.Weight}, shape{Kind: ops.AddBias, Rows: 1, Cols: 4}, nw),
 	}
 	seen := map[string]string{}
 	for name, k := range keys {
@@ -374,6 +416,18 @@ func TestOpShape(t *testing.T) {
 	// After LastRow the step still has 3 tokens but the value one row.
 	if s, err := opShape(add, 8, 8, 3); err != nil || s.Rows != 1 || s.Cols != 8 {
 		t.Errorf("add of one row: %+v, %v", s, err)
+	}
+	// A per-head norm of 2 tokens × 3 heads of 4: 6 rows of one head.
+	qn := &ops.Op{Kind: ops.RMSNorm, Name: "q_norm", PerHead: true, Weight: &ops.Weight{Name: "qn", Type: quant.F32, Rows: 1, Cols: 4}}
+	if s, err := opShape(qn, 24, 24, 2); err != nil || s != (shape{Kind: ops.RMSNorm, Rows: 6, Cols: 4}) {
+		t.Errorf("per-head rms_norm: %+v, %v", s, err)
+	}
+	bias := &ops.Op{Kind: ops.AddBias, Name: "bias", Weight: &ops.Weight{Name: "b", Type: quant.F32, Rows: 1, Cols: 6}}
+	if s, err := opShape(bias, 18, 18, 3); err != nil || s != (shape{Kind: ops.AddBias, Rows: 3, Cols: 6}) {
+		t.Errorf("add_bias: %+v, %v", s, err)
+	}
+	if _, err := opShape(bias, 16, 16, 3); err == nil || !strings.Contains(err.Error(), "bias (add_bias)") {
+		t.Errorf("add_bias of rows that are not the bias's: %v", err)
 	}
 	if _, err := opShape(&ops.Op{Kind: ops.RoPE, Name: "rope"}, 8, 8, 1); err == nil {
 		t.Error("rope got a shape")

@@ -85,6 +85,9 @@ const (
 	mmNSG   = 4  // MM_NSG: simdgroups per threadgroup of matmul
 	attNSG  = 4  // ATT_NSG: simdgroups per threadgroup of attention
 	attMaxT = 8  // ATT_MAXT: head features per lane, so head_dim ≤ 256
+	// ropeMaxPairs is ROPE_MAX_PAIRS: the most frequency factors (rotated
+	// pairs per head) ropeParams carries.
+	ropeMaxPairs = 128
 
 	simdWidth = 32
 	// eltThreads is the threadgroup size of the element-wise kernels.
@@ -125,12 +128,21 @@ type normParams struct {
 
 // ropeParams is RopeParams: rope.
 type ropeParams struct {
-	Rows       int32 // tokens; row i is at position Pos+i
-	Width      int32 // features per row
-	HeadDim    int32
-	Dims       int32 // rotated features per head
-	Pos        int32
-	Scale      float32 // base^(-2/dims)
+	Rows     int32 // tokens; row i is at position Pos+i
+	Width    int32 // features per row
+	HeadDim  int32
+	Dims     int32 // rotated features per head
+	Pos      int32
+	Scale    float32 // base^(-2/dims)
+	Neox     int32   // 1: pair j is features j, j+Dims/2; 0: 2j, 2j+1
+	HasFreqs int32   // 1: pair j's angle is divided by Freqs[j]
+	Freqs    [ropeMaxPairs]float32
+}
+
+// biasParams is BiasParams: add_bias_<type>.
+type biasParams struct {
+	N          int32 // elements of the input
+	Cols       int32 // bias length
 	Pad0, Pad1 int32
 }
 
@@ -168,7 +180,8 @@ var weightKernels = map[quant.Type]string{
 	quant.Q4_K: "q4_k", quant.Q5_K: "q5_k", quant.Q6_K: "q6_k",
 }
 
-// normKernels are the types rms_norm reads its scale vector in.
+// normKernels are the types rms_norm reads its scale vector in, and
+// add_bias its bias.
 var normKernels = map[quant.Type]string{quant.F32: "f32", quant.F16: "f16", quant.BF16: "bf16"}
 
 func typeList(m map[quant.Type]string) string {
@@ -224,24 +237,31 @@ func Supports(op *ops.Op) error {
 		if _, ok := normKernels[op.Weight.Type]; !ok {
 			return unsupported("norm weight %s type %s (rms_norm reads %s)", op.Weight.Name, op.Weight.Type, typeList(normKernels))
 		}
-		if op.Weight.Rows != 1 {
-			return unsupported("norm weight %s has %d rows, not 1", op.Weight.Name, op.Weight.Rows)
+		if op.Weight.Rows != 1 || op.Weight.Cols <= 0 {
+			return unsupported("norm weight %s is %d×%d, not one row", op.Weight.Name, op.Weight.Rows, op.Weight.Cols)
 		}
-		if op.PerHead {
-			return unsupported("per-head norm")
+		// PerHead needs nothing more: the plan runs the same kernel over
+		// rows of one head (see PlanSized).
+	case ops.AddBias:
+		w := op.Weight
+		if _, ok := normKernels[w.Type]; !ok {
+			return unsupported("bias %s type %s (add_bias reads %s)", w.Name, w.Type, typeList(normKernels))
+		}
+		if w.Rows != 1 || w.Cols <= 0 {
+			return unsupported("bias %s is %d×%d, not one row", w.Name, w.Rows, w.Cols)
 		}
 	case ops.RoPE:
 		r := op.Rope
 		if r.HeadDim <= 0 || r.HeadDim%2 != 0 || r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > r.HeadDim {
 			return unsupported("rope of %d of %d features per head", r.Dims, r.HeadDim)
 		}
-		if r.Neox {
-			return unsupported("NEOX rope")
+		if r.Freqs != nil && len(r.Freqs) != r.Dims/2 {
+			return unsupported("%d frequency factors for %d rotated pairs", len(r.Freqs), r.Dims/2)
 		}
-		if r.Freqs != nil {
-			// The rope kernel computes each pair's angle from the base
-			// alone; frequency factors (Llama 3.1+) keep the op on the CPU.
-			return unsupported("rope with frequency factors")
+		if r.Freqs != nil && len(r.Freqs) > ropeMaxPairs {
+			// The factors travel in the params struct, which has room for
+			// ropeMaxPairs.
+			return unsupported("%d frequency factors; the kernel's params hold %d", len(r.Freqs), ropeMaxPairs)
 		}
 	case ops.Attention:
 		a := op.Attn
@@ -260,9 +280,10 @@ func Supports(op *ops.Op) error {
 
 // Plan returns, in order, the dispatches that run op at step st; rows is the
 // number of rows of the op's first input (len(st.Tokens) for Embed). It
-// serves the ops whose input width the op itself determines (Embed, RMSNorm,
-// MatMul, Attention); Add, SiLUMul, LastRow and RoPE need the lengths of
-// their buffers: use PlanSized, which serves every op.
+// serves the ops whose input width the op itself determines (Embed, RMSNorm
+// but a per-head one, MatMul, Attention, AddBias); Add, SiLUMul, LastRow,
+// RoPE and per-head RMSNorm need the lengths of their buffers: use
+// PlanSized, which serves every op.
 func Plan(op *ops.Op, st ops.Step, rows int) ([]Dispatch, error) {
 	if err := Supports(op); err != nil {
 		return nil, err
@@ -278,7 +299,10 @@ func Plan(op *ops.Op, st ops.Step, rows int) ([]Dispatch, error) {
 			return nil, fmt.Errorf("metal: op %s: %d rows for %d tokens", op, rows, len(st.Tokens))
 		}
 		out = rows * op.Weight.Cols
-	case ops.RMSNorm:
+	case ops.RMSNorm, ops.AddBias:
+		if op.Kind == ops.RMSNorm && op.PerHead {
+			return nil, fmt.Errorf("metal: op %s: a per-head norm does not say its input's width: plan it with PlanSized", op)
+		}
 		in = []int{rows * op.Weight.Cols}
 		out = in[0]
 	case ops.MatMul:
@@ -299,7 +323,8 @@ func Plan(op *ops.Op, st ops.Step, rows int) ([]Dispatch, error) {
 // the lengths in f32 elements of the op's input buffers (in, one per op
 // input) and of its output buffer, as the device holds them. It derives the
 // row count the way devices/cpu does (len(st.Tokens) for Embed, RoPE and
-// Attention; input length over weight columns for RMSNorm and MatMul) and
+// Attention; input length over weight columns for RMSNorm, whose rows are
+// heads when it is per-head, MatMul and AddBias) and
 // checks every length against the op, so that a wrong buffer is an error here
 // rather than a read past its end on the GPU.
 func PlanSized(op *ops.Op, st ops.Step, in []int, out int) ([]Dispatch, error) {
@@ -330,6 +355,14 @@ func PlanSized(op *ops.Op, st ops.Step, in []int, out int) ([]Dispatch, error) {
 			return nil, bad("input of %d and output of %d do not fit rows of %d", in[0], out, cols)
 		}
 		return planNorm(op, in[0]/cols), nil
+	case ops.AddBias:
+		cols := op.Weight.Cols
+		if in[0]%cols != 0 || out != in[0] {
+			return nil, bad("input of %d and output of %d do not fit rows of %d", in[0], out, cols)
+		}
+		d := eltwise("add_bias_"+normKernels[op.Weight.Type], []Binding{{RoleIn0, 0}, {RoleWeight, 0}, {RoleOut, 0}}, out)
+		d.Params = encode(biasParams{N: int32(out), Cols: int32(cols)})
+		return []Dispatch{d}, nil
 	case ops.MatMul:
 		w := op.Weight
 		if in[0]%w.Cols != 0 || out != in[0]/w.Cols*w.Rows {
@@ -448,11 +481,19 @@ func planRoPE(op *ops.Op, st ops.Step, rows, width int) []Dispatch {
 	// θ from the same f32 value.
 	scale := float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(r.Dims))))
 	total := rows * width / 2
+	p := ropeParams{Rows: int32(rows), Width: int32(width), HeadDim: int32(r.HeadDim), Dims: int32(r.Dims),
+		Pos: int32(st.Pos), Scale: scale}
+	if r.Neox {
+		p.Neox = 1
+	}
+	if r.Freqs != nil {
+		p.HasFreqs = 1
+		copy(p.Freqs[:], r.Freqs) // len checked by Supports
+	}
 	return []Dispatch{{
 		Kernel:  "rope",
 		Buffers: []Binding{{RoleIn0, 0}, {RoleOut, 0}},
-		Params: encode(ropeParams{Rows: int32(rows), Width: int32(width), HeadDim: int32(r.HeadDim), Dims: int32(r.Dims),
-			Pos: int32(st.Pos), Scale: scale}),
+		Params:  encode(p),
 		Groups:  [3]int{groups(total, eltThreads), 1, 1},
 		Threads: [3]int{eltThreads, 1, 1},
 	}}

@@ -15,16 +15,41 @@ import (
 )
 
 // testModel is a small Llama (grouped-query, two layers) whose weights are
-// of several types, for plans of whole graphs.
-func testModel() (llama.Config, map[string]quant.Type) {
+// of several types, for plans of whole graphs. arch picks what its blocks
+// add to Llama's: "llama" nothing; "llama3" rope frequency factors;
+// "qwen2" biases on Q, K and V and NEOX rope; "qwen3" those and a per-head
+// norm of Q and K. The one-row weights of the Qwen variants (biases, norms)
+// cycle through F32, F16 and BF16.
+func testModel(arch string) (llama.Config, map[string]quant.Type) {
 	c := llama.Config{Arch: "llama", Layers: 2, Dim: 256, Heads: 8, KVHeads: 2, HeadDim: 32, FFN: 512,
 		RopeDims: 32, RopeBase: 10000, Eps: 1e-5, Context: 64, Vocab: 96, TiedOutput: true}
+	switch arch {
+	case "llama3":
+		c.RopeBase = 500000
+		c.HasRopeFreqs = true
+		c.RopeFreqs = make([]float32, c.RopeDims/2)
+		for i := range c.RopeFreqs {
+			c.RopeFreqs[i] = 1 + float32(i*i)/8 // 1 up to about 29, as Llama 3's run from 1 to 32
+		}
+	case "qwen2", "qwen3":
+		c.Arch, c.RopeNeox, c.QKNorm, c.RopeBase, c.Eps = arch, true, arch == "qwen3", 1000000, 1e-6
+		c.Biases = map[string]bool{}
+		for l := range c.Layers {
+			for _, p := range []string{"attn_q", "attn_k", "attn_v"} {
+				c.Biases[fmt.Sprintf("blk.%d.%s.bias", l, p)] = true
+			}
+		}
+	}
 	types := map[string]quant.Type{}
 	cycle := []quant.Type{quant.Q4_K, quant.Q8_0, quant.Q6_K, quant.Q4_0, quant.Q5_K, quant.F16}
+	vectors := []quant.Type{quant.F32}
+	if c.Arch != "llama" {
+		vectors = []quant.Type{quant.F32, quant.F16, quant.BF16}
+	}
 	for i, w := range c.Weights() {
 		switch {
 		case w.Rows == 1:
-			types[w.Name] = quant.F32
+			types[w.Name] = vectors[i%len(vectors)]
 		case w.Name == "token_embd.weight":
 			types[w.Name] = quant.Q6_K
 		default:
@@ -33,6 +58,9 @@ func testModel() (llama.Config, map[string]quant.Type) {
 	}
 	return c, types
 }
+
+// testArchs are the variants of testModel.
+var testArchs = []string{"llama", "llama3", "qwen2", "qwen3"}
 
 // valueLens returns the f32 lengths of op's inputs and output in g.
 func valueLens(g *ops.Graph, op *ops.Op) ([]int, int) {
@@ -48,7 +76,13 @@ func valueLens(g *ops.Graph, op *ops.Op) ([]int, int) {
 // binds roles the op has, and has a params struct, grid and threadgroup the
 // Metal API accepts.
 func TestPlanGraph(t *testing.T) {
-	c, types := testModel()
+	for _, arch := range testArchs {
+		t.Run(arch, func(t *testing.T) { testPlanGraph(t, arch) })
+	}
+}
+
+func testPlanGraph(t *testing.T, arch string) {
+	c, types := testModel(arch)
 	for _, step := range []struct{ n, past int }{{7, 0}, {1, 7}, {40, 8}} {
 		g, err := llama.Build(c, types, step.n, step.past, c.Context)
 		if err != nil {
@@ -73,7 +107,7 @@ func TestPlanGraph(t *testing.T) {
 				if fmt.Sprint(byRows) != fmt.Sprint(plan) {
 					t.Fatalf("%s: Plan and PlanSized differ:\n%v\n%v", op, byRows, plan)
 				}
-			} else if op.Kind == ops.MatMul || op.Kind == ops.RMSNorm || op.Kind == ops.Attention || op.Kind == ops.Embed {
+			} else if op.Kind == ops.MatMul || op.Kind == ops.RMSNorm && !op.PerHead || op.Kind == ops.Attention || op.Kind == ops.Embed || op.Kind == ops.AddBias {
 				t.Fatalf("%s: Plan: %v", op, err)
 			} else if !strings.Contains(err.Error(), "PlanSized") {
 				t.Fatalf("%s: Plan's refusal does not say what to use: %v", op, err)
@@ -139,7 +173,8 @@ func checkDispatch(t *testing.T, op *ops.Op, d Dispatch) {
 	if d.Shared < 0 || d.Shared%16 != 0 || d.Shared > 32<<10 {
 		t.Errorf("%s: %s: %d bytes of threadgroup memory (a multiple of 16 up to 32 KiB)", op, d.Kernel, d.Shared)
 	}
-	if len(d.Params) == 0 || len(d.Params)%16 != 0 {
+	// setBytes takes at most 4 KiB (mtl.MaxInlineBytes, darwin only).
+	if len(d.Params) == 0 || len(d.Params)%16 != 0 || len(d.Params) > 4096 {
 		t.Errorf("%s: %s: params of %d bytes", op, d.Kernel, len(d.Params))
 	}
 	for _, b := range d.Buffers {
@@ -184,7 +219,14 @@ func TestSupports(t *testing.T) {
 		{"big head", &ops.Op{Kind: ops.Attention, Name: "attn", Attn: ops.AttnParams{Heads: 4, KVHeads: 4, HeadDim: 320, Context: 8}}, []string{"head size 320", "256"}},
 		{"head 256", &ops.Op{Kind: ops.Attention, Name: "attn", Attn: ops.AttnParams{Heads: 4, KVHeads: 2, HeadDim: 256, Context: 8}}, nil},
 		{"odd rope", &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: ops.RopeParams{HeadDim: 64, Dims: 65, Base: 1e4}}, []string{"65 of 64"}},
-		{"rope with factors", &ops.Op{Kind: ops.RoPE, Name: "blk.0.rope_q", Rope: ops.RopeParams{HeadDim: 4, Dims: 4, Base: 5e5, Freqs: []float32{1, 32}}}, []string{"frequency factors"}},
+		{"rope with factors", &ops.Op{Kind: ops.RoPE, Name: "blk.0.rope_q", Rope: ops.RopeParams{HeadDim: 4, Dims: 4, Base: 5e5, Freqs: []float32{1, 32}}}, nil},
+		{"neox rope", &ops.Op{Kind: ops.RoPE, Name: "blk.0.rope_k", Rope: ops.RopeParams{HeadDim: 128, Dims: 128, Base: 1e6, Neox: true}}, nil},
+		{"rope with short factors", &ops.Op{Kind: ops.RoPE, Name: "blk.0.rope_q", Rope: ops.RopeParams{HeadDim: 8, Dims: 8, Base: 5e5, Freqs: []float32{1, 32}}}, []string{"2 frequency factors for 4"}},
+		{"rope with 129 factors", &ops.Op{Kind: ops.RoPE, Name: "blk.0.rope_q", Rope: ops.RopeParams{HeadDim: 258, Dims: 258, Base: 5e5, Freqs: make([]float32, 129)}}, []string{"129 frequency factors", "128"}},
+		{"per-head norm", &ops.Op{Kind: ops.RMSNorm, Name: "blk.0.attn_q_norm", PerHead: true, Weight: w(quant.F32, 1, 128)}, nil},
+		{"bf16 bias", &ops.Op{Kind: ops.AddBias, Name: "blk.0.attn_q_bias", Weight: w(quant.BF16, 1, 896)}, nil},
+		{"q8_0 bias", &ops.Op{Kind: ops.AddBias, Name: "blk.0.attn_k_bias", Weight: w(quant.Q8_0, 1, 64)}, []string{"Q8_0", "F32, F16, BF16"}},
+		{"bias of two rows", &ops.Op{Kind: ops.AddBias, Name: "blk.0.attn_v_bias", Weight: w(quant.F32, 2, 64)}, []string{"2×64"}},
 		{"unknown kind", &ops.Op{Kind: ops.Kind(99), Name: "x"}, []string{"kind(99)"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

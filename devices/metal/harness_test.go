@@ -344,6 +344,7 @@ func TestKernelsOnHarness(t *testing.T) {
 		{"embed", func(t *testing.T) { testEmbed(t, h, ref, &sum) }},
 		{"rms_norm", func(t *testing.T) { testNorm(t, h, ref, &sum) }},
 		{"rope", func(t *testing.T) { testRoPE(t, h, ref, &sum) }},
+		{"add_bias", func(t *testing.T) { testAddBias(t, h, ref, &sum) }},
 		{"attention", func(t *testing.T) { testAttention(t, h, ref, &sum) }},
 		{"elementwise", func(t *testing.T) { testElementwise(t, h, ref, &sum) }},
 		{"refused", func(t *testing.T) { testRefused(t, h) }},
@@ -380,7 +381,7 @@ func TestKernelsOnHarness(t *testing.T) {
 // are the ones the compiled kernels declare.
 func testLayout(t *testing.T, h *harness) {
 	want := map[string]int{"MV_NR": mvNR, "MV_NSG": mvNSG, "MM_BM": mmBM, "MM_BN": mmBN, "MM_BK": mmBK, "MM_NSG": mmNSG,
-		"ATT_NSG": attNSG, "ATT_MAXT": attMaxT}
+		"ATT_NSG": attNSG, "ATT_MAXT": attMaxT, "ROPE_MAX_PAIRS": ropeMaxPairs}
 	for name, v := range want {
 		if got, ok := h.consts[name]; !ok || got != v {
 			t.Errorf("%s is %d in common.h, %d in dispatch.go", name, got, v)
@@ -390,7 +391,7 @@ func testLayout(t *testing.T, h *harness) {
 		"matvec_": binary.Size(matParams{}), "matmul_": binary.Size(matParams{}), "embed_": binary.Size(embedParams{}),
 		"rms_norm_": binary.Size(normParams{}), "rope": binary.Size(ropeParams{}), "kv_store": binary.Size(attnParams{}),
 		"attention": binary.Size(attnParams{}), "silu_mul": binary.Size(eltParams{}), "add_f32": binary.Size(eltParams{}),
-		"copy_f32": binary.Size(eltParams{}),
+		"copy_f32": binary.Size(eltParams{}), "add_bias_": binary.Size(biasParams{}),
 	}
 	for name, k := range h.kernels {
 		found := false
@@ -492,18 +493,21 @@ func testEmbed(t *testing.T, h *harness, ref devices.Device, sum *results) {
 	}
 }
 
-// testNorm checks rms_norm with f32, f16 and bf16 scale vectors. The kernel
-// sums squares in f32 (the CPU in float64): ~1e-7 relative in the scale,
-// then two f32 products: 1e-5 relative.
+// testNorm checks rms_norm with f32, f16 and bf16 scale vectors, over whole
+// rows and per head (heads > 0: rows of heads·cols features, each head of
+// cols normalised on its own, as Qwen3's Q and K norms; the plan runs the
+// same kernel over rows×heads rows of one head). The kernel sums squares in
+// f32 (the CPU in float64): ~1e-7 relative in the scale, then two f32
+// products: 1e-5 relative.
 func testNorm(t *testing.T, h *harness, ref devices.Device, sum *results) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16} {
-		for _, sh := range []struct{ rows, cols int }{{3, 320}, {1, 2048}, {2, 40}} {
-			t.Run(fmt.Sprintf("%s/%dx%d", typ, sh.rows, sh.cols), func(t *testing.T) {
+		for _, sh := range []struct{ rows, cols, heads int }{{3, 320, 0}, {1, 2048, 0}, {2, 40, 0}, {3, 128, 4}, {1, 64, 2}, {5, 40, 3}} {
+			t.Run(fmt.Sprintf("%s/%dx%d/heads=%d", typ, sh.rows, sh.cols, sh.heads), func(t *testing.T) {
 				data, _ := quantized(t, r, typ, 1, sh.cols)
-				op := &ops.Op{Kind: ops.RMSNorm, Name: "norm", Eps: 1e-5,
-					Weight: &ops.Weight{Name: fmt.Sprintf("norm.%s.%d", typ, sh.cols), Type: typ, Rows: 1, Cols: sh.cols}}
-				x := verify.RandVec(r, sh.rows*sh.cols)
+				op := &ops.Op{Kind: ops.RMSNorm, Name: "norm", Eps: 1e-5, PerHead: sh.heads > 0,
+					Weight: &ops.Weight{Name: fmt.Sprintf("norm.%s.%d.%d", typ, sh.cols, sh.heads), Type: typ, Rows: 1, Cols: sh.cols}}
+				x := verify.RandVec(r, sh.rows*max(sh.heads, 1)*sh.cols)
 				st := ops.Step{Tokens: make([]int32, sh.rows)}
 				got := onMetal(t, h, op, st, data, len(x), nil, nil, x)
 				want := onCPU(t, ref, op, st, data, len(x), x)
@@ -511,23 +515,42 @@ func testNorm(t *testing.T, h *harness, ref devices.Device, sum *results) {
 				if e > 1e-5 {
 					t.Fatalf("out[%d] = %g, cpu %g (relative error %.3g > 1e-5)", i, got[i], want[i], e)
 				}
-				sum.add("%-12s %-5s %dx%d  vs cpu relative %.2g (tol 1e-5)", "rms_norm_"+normKernels[typ], typ, sh.rows, sh.cols, e)
+				sum.add("%-12s %-5s %dx%d heads=%d  vs cpu relative %.2g (tol 1e-5)", "rms_norm_"+normKernels[typ], typ, sh.rows, sh.cols, sh.heads, e)
 			})
 		}
 	}
 }
 
 // testRoPE checks rope at several positions, with all and part of each
-// head's features rotated. θ is formed identically on both sides and glibc's
-// sinf and cosf are within an ulp of the CPU's sincosf: outputs agree to a
-// few ulp of the input's size, 2e-6 of max|x| (Apple's precise sin and cos
-// are also within a few ulp).
+// head's features rotated, in normal and NEOX pairing, without and with
+// frequency factors (random in [1, 40], the range of Llama 3's; one case has
+// 128, the most the params hold). θ is formed identically on both sides (the
+// same stepping, then one IEEE f32 division by the factor) and glibc's sinf
+// and cosf are within an ulp of the CPU's sincosf: outputs agree to a few ulp
+// of the input's size, 2e-6 of max|x| (Apple's precise sin and cos are also
+// within a few ulp; that Apple's f32 division without fast math is correctly
+// rounded, as the harness's is, is not checked here).
 func testRoPE(t *testing.T, h *harness, ref devices.Device, sum *results) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, c := range []struct{ rows, pos, heads, hd, dims int }{{3, 0, 4, 64, 64}, {1, 900, 4, 64, 32}, {5, 17, 2, 32, 16}, {2, 4000, 3, 128, 128}} {
-		t.Run(fmt.Sprintf("pos=%d/n=%d/hd=%d/dims=%d", c.pos, c.rows, c.hd, c.dims), func(t *testing.T) {
+	for _, c := range []struct {
+		rows, pos, heads, hd, dims int
+		neox, freqs                bool
+	}{
+		{3, 0, 4, 64, 64, false, false}, {1, 900, 4, 64, 32, false, false}, {5, 17, 2, 32, 16, false, false}, {2, 4000, 3, 128, 128, false, false},
+		{3, 0, 4, 64, 64, true, false}, {1, 900, 4, 64, 32, true, false}, {5, 17, 2, 32, 16, true, false}, {2, 4000, 3, 128, 128, true, false},
+		{3, 5, 4, 64, 64, false, true}, {2, 3000, 2, 128, 96, false, true}, {3, 5, 4, 64, 64, true, true}, {2, 3000, 2, 128, 96, true, true},
+		{1, 1234, 1, 256, 256, true, true},
+	} {
+		t.Run(fmt.Sprintf("pos=%d/n=%d/hd=%d/dims=%d/neox=%v/freqs=%v", c.pos, c.rows, c.hd, c.dims, c.neox, c.freqs), func(t *testing.T) {
 			x := verify.RandVec(r, c.rows*c.heads*c.hd)
-			op := &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: ops.RopeParams{HeadDim: c.hd, Dims: c.dims, Base: 10000}}
+			op := &ops.Op{Kind: ops.RoPE, Name: "rope", Rope: ops.RopeParams{HeadDim: c.hd, Dims: c.dims, Base: 10000, Neox: c.neox}}
+			if c.freqs {
+				op.Rope.Base = 500000
+				op.Rope.Freqs = make([]float32, c.dims/2)
+				for i := range op.Rope.Freqs {
+					op.Rope.Freqs[i] = 1 + 39*r.Float32()
+				}
+			}
 			st := ops.Step{Tokens: make([]int32, c.rows), Pos: c.pos}
 			got := onMetal(t, h, op, st, nil, len(x), nil, nil, x)
 			want := onCPU(t, ref, op, st, nil, len(x), x)
@@ -536,8 +559,34 @@ func testRoPE(t *testing.T, h *harness, ref devices.Device, sum *results) {
 			if e > 2e-6 {
 				t.Fatalf("out[%d] = %g, cpu %g (error %.3g of max|x| > 2e-6)", i, got[i], want[i], e)
 			}
-			sum.add("%-12s pos=%d n=%d hd=%d dims=%d  vs cpu %.2g of max|x| (tol 2e-6)", "rope", c.pos, c.rows, c.hd, c.dims, e)
+			sum.add("%-12s pos=%d n=%d hd=%d dims=%d neox=%v freqs=%v  vs cpu %.2g of max|x| (tol 2e-6)", "rope", c.pos, c.rows, c.hd, c.dims, c.neox, c.freqs, e)
 		})
+	}
+}
+
+// testAddBias checks add_bias with f32, f16 and bf16 biases, on sizes that
+// are not a multiple of the threadgroup. Both devices decode the bias
+// exactly to f32 and add once in f32: they must agree bit for bit.
+func testAddBias(t *testing.T, h *harness, ref devices.Device, sum *results) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16} {
+		for _, sh := range []struct{ rows, cols int }{{3, 200}, {1, 1536}, {7, 40}} {
+			t.Run(fmt.Sprintf("%s/%dx%d", typ, sh.rows, sh.cols), func(t *testing.T) {
+				data, _ := quantized(t, r, typ, 1, sh.cols)
+				op := &ops.Op{Kind: ops.AddBias, Name: "bias",
+					Weight: &ops.Weight{Name: fmt.Sprintf("bias.%s.%d", typ, sh.cols), Type: typ, Rows: 1, Cols: sh.cols}}
+				x := verify.RandVec(r, sh.rows*sh.cols)
+				st := ops.Step{Tokens: make([]int32, sh.rows)}
+				got := onMetal(t, h, op, st, data, len(x), nil, nil, x)
+				want := onCPU(t, ref, op, st, data, len(x), x)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("out[%d] = %g, cpu %g (must be bit-identical)", i, got[i], want[i])
+					}
+				}
+				sum.add("%-12s %-5s %dx%d  bit-identical to cpu", "add_bias_"+normKernels[typ], typ, sh.rows, sh.cols)
+			})
+		}
 	}
 }
 
@@ -694,22 +743,34 @@ func testRefused(t *testing.T, h *harness) {
 	}
 }
 
-// testGraph runs whole steps of a small Llama (two layers, grouped-query
-// attention, weights of six types; testModel) op by op: a prefill of 6
-// tokens and two decode steps, each device on its own chain of values and its
-// own KV cache, every op planned by PlanSized from the graph's value sizes,
-// as the runtime presents them. The logits are compared by ‖metal−cpu‖/‖cpu‖:
-// the CPU rounds activations to 8 bits before every quantized mat-mul (about
-// 0.5% each, seen above) and keeps the query and the decode accumulator in
-// f16; over 2 layers that stays under 2e-2, the project's agreement rule.
+// testGraph runs whole steps of small Llama-family models (two layers,
+// grouped-query attention, weights of six types; testModel: plain Llama,
+// Llama 3's rope frequency factors, Qwen2's Q/K/V biases and NEOX rope, and
+// Qwen3's per-head Q/K norms on top) op by op: a prefill of 6 tokens and two
+// decode steps, each device on its own chain of values and its own KV cache,
+// every op planned by PlanSized from the graph's value sizes, as the runtime
+// presents them. The logits are compared by ‖metal−cpu‖/‖cpu‖: the CPU
+// rounds activations to 8 bits before every quantized mat-mul (about 0.5%
+// each, seen above) and keeps the query and the decode accumulator in f16;
+// over 2 layers that stays under 2e-2, the project's agreement rule. Every
+// op but attention is also run on the CPU's inputs and held to its own
+// tolerance (checkOp), so the new ops are seen to add nothing to it.
 func testGraph(t *testing.T, h *harness, ref devices.Device, sum *results) {
-	r := rand.New(rand.NewPCG(13, 14))
-	c, types := testModel()
+	for i, arch := range testArchs {
+		t.Run(arch, func(t *testing.T) { testGraphOf(t, h, ref, sum, arch, uint64(i)) })
+	}
+}
+
+func testGraphOf(t *testing.T, h *harness, ref devices.Device, sum *results, arch string, seed uint64) {
+	r := rand.New(rand.NewPCG(13, 14+seed))
+	c, types := testModel(arch)
 	weights := map[string][]byte{}
 	for _, w := range c.Weights() {
 		v := verify.RandVec(r, w.Rows*w.Cols)
 		for i := range v {
-			if w.Rows == 1 {
+			if strings.HasSuffix(w.Name, ".bias") {
+				v[i] /= 4 // biases of the size of the projections' outputs
+			} else if w.Rows == 1 {
 				v[i] = 1 + v[i]/8 // norm scales near 1
 			} else if w.Name != "token_embd.weight" {
 				v[i] /= float32(math.Sqrt(float64(w.Cols)))
@@ -720,6 +781,12 @@ func testGraph(t *testing.T, h *harness, ref devices.Device, sum *results) {
 		if err := quant.Quantize(types[w.Name], v, weights[w.Name]); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The reference device keeps weights by name: each model has its own
+	// names.
+	names := map[string]string{}
+	for name := range weights {
+		names[name] = arch + "/" + name
 	}
 	kv := map[int][2][]byte{}
 	pos := 0
@@ -733,11 +800,16 @@ func testGraph(t *testing.T, h *harness, ref devices.Device, sum *results) {
 			st.Tokens[i] = int32(r.IntN(c.Vocab))
 		}
 		mv, cv := map[int][]float32{}, map[int][]float32{}
+		kinds := map[string]bool{}
 		for _, op := range g.Ops {
 			var data []byte
 			if op.Weight != nil {
 				data = weights[op.Weight.Name]
+				w := *op.Weight
+				w.Name = names[w.Name]
+				op.Weight = &w
 			}
+			kinds[opVariant(op)] = true
 			out := g.Values[op.Out].Elems()
 			var mins, cins [][]float32
 			for _, v := range op.In {
@@ -756,13 +828,95 @@ func testGraph(t *testing.T, h *harness, ref devices.Device, sum *results) {
 				kv[op.Layer] = [2][]byte{*kc, *vc}
 			}
 			cv[op.Out] = onCPU(t, ref, op, st, data, out, cins...)
+			if kc == nil {
+				// Each op also on the CPU's own inputs, held to its tolerance
+				// above, so that the logits' difference is the CPU's
+				// deliberate roundings and not a kernel's error at these
+				// shapes.
+				checkOp(t, op, data, cins, onMetal(t, h, op, st, data, out, nil, nil, cins...), cv[op.Out])
+			}
 		}
 		got, want := mv[g.Output], cv[g.Output]
 		e := verify.NormRel(got, want)
 		if e > 2e-2 {
-			t.Fatalf("n=%d pos=%d: logits ‖metal−cpu‖/‖cpu‖ = %.3g > 2e-2", n, pos, e)
+			t.Fatalf("%s n=%d pos=%d: logits ‖metal−cpu‖/‖cpu‖ = %.3g > 2e-2", arch, n, pos, e)
 		}
-		sum.add("%-12s n=%d pos=%d: %d ops, logits vs cpu ‖Δ‖/‖cpu‖ %.2g (tol 2e-2)", "llama graph", n, pos, len(g.Ops), e)
+		var ks []string
+		for k := range kinds {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		sum.add("%-12s %-6s n=%d pos=%d: %d ops, logits vs cpu ‖Δ‖/‖cpu‖ %.2g (tol 2e-2); ops %s", "graph", arch, n, pos, len(g.Ops), e, strings.Join(ks, " "))
 		pos += n
 	}
+}
+
+// checkOp holds one op of a graph, run by both devices on the same inputs
+// (in, and weight data), to the tolerance its test above states: exact for
+// add_bias, rope (the same angles and roundings), add, last_row and embed;
+// 1e-5 relative for rms_norm (f32 against float64 sums); 1e-6 relative for
+// silu_mul. Mat-muls are held to float64 dot products of the decoded weight
+// instead, within k·2⁻²⁴ of Σ|w·x| (testMatMul): the CPU's 8-bit
+// activations miss by more than 2e-2 where a row has outliers (SiLU's
+// outputs in the Qwen3 variant: 2.4% seen).
+func checkOp(t *testing.T, op *ops.Op, data []byte, in [][]float32, got, want []float32) {
+	t.Helper()
+	rel := func(tol float64) {
+		e, i := verify.MaxErr(got, func(i int) float64 { return float64(want[i]) }, func(i int) float64 { return math.Abs(float64(want[i])) + 1e-30 })
+		if e > tol {
+			t.Fatalf("%s: out[%d] = %g, cpu %g (relative error %.3g > %g)", op, i, got[i], want[i], e, tol)
+		}
+	}
+	switch op.Kind {
+	case ops.RMSNorm:
+		rel(1e-5)
+	case ops.SiLUMul:
+		rel(1e-6)
+	case ops.MatMul:
+		w := op.Weight
+		deq := make([]float32, w.Rows*w.Cols)
+		if err := quant.Dequantize(w.Type, data, deq); err != nil {
+			t.Fatal(err)
+		}
+		x := in[0]
+		n := len(x) / w.Cols
+		exact, mag := make([]float64, n*w.Rows), make([]float64, n*w.Rows)
+		for tk := range n {
+			for row := range w.Rows {
+				var s, m float64
+				for k, wv := range deq[row*w.Cols : (row+1)*w.Cols] {
+					p := float64(wv) * float64(x[tk*w.Cols+k])
+					s += p
+					m += math.Abs(p)
+				}
+				exact[tk*w.Rows+row], mag[tk*w.Rows+row] = s, m
+			}
+		}
+		tol := float64(w.Cols) * 0x1p-24
+		if e, i := verify.MaxErr(got, func(i int) float64 { return exact[i] }, func(i int) float64 { return mag[i] }); e > tol {
+			t.Fatalf("%s: out[%d] = %g, want %g: error %.3g of Σ|w·x| > %.3g", op, i, got[i], exact[i], e, tol)
+		}
+	default:
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: out[%d] = %g, cpu %g (must be bit-identical)", op, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// opVariant names op's kind with the variant it is, for the summary.
+func opVariant(op *ops.Op) string {
+	s := op.Kind.String()
+	switch {
+	case op.Kind == ops.RMSNorm && op.PerHead:
+		s += "(per-head)"
+	case op.Kind == ops.RoPE && op.Rope.Neox && op.Rope.Freqs != nil:
+		s += "(neox,freqs)"
+	case op.Kind == ops.RoPE && op.Rope.Neox:
+		s += "(neox)"
+	case op.Kind == ops.RoPE && op.Rope.Freqs != nil:
+		s += "(freqs)"
+	}
+	return s
 }

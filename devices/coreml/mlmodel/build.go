@@ -97,6 +97,18 @@ func Add(n, d int) (*Model, error) {
 	return b.finish(b.op("add", "add_0", f16(n, d), Arg{"x", x}, Arg{"y", y}), n, d), nil
 }
 
+// AddBias returns the program out = in0 + w for in0 [n,d] and a bias w of d
+// binary16 values, broadcast over the rows.
+func AddBias(n, d int, w []uint16) (*Model, error) {
+	if n <= 0 || d <= 0 || len(w) != d {
+		return nil, fmt.Errorf("mlmodel: add_bias of [%d,%d] with %d biases", n, d, len(w))
+	}
+	b := newBuilder()
+	x := b.toF16(b.input(0, n, d))
+	bias := b.konst("bias", &Tensor{Type: f16(d), F16: w})
+	return b.finish(b.op("add", "add_bias", f16(n, d), Arg{"x", x}, Arg{"y", bias}), n, d), nil
+}
+
 // builder accumulates the function of a program and its features.
 type builder struct {
 	m       *Model

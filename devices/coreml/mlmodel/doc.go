@@ -35,7 +35,7 @@
 //
 // # What a model computes
 //
-// The programs (MatMul, RMSNorm, SiLUMul, Add) take f32 multi-arrays named
+// The programs (MatMul, RMSNorm, AddBias, SiLUMul, Add) take f32 multi-arrays named
 // "in0", "in1" and return one f32 multi-array named "out", so that the device
 // can wrap its f32 buffers without copying. Inside, each input is cast to fp16
 // and every op computes and stores fp16, as the Neural Engine does. RMSNorm is

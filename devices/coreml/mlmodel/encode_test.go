@@ -39,6 +39,7 @@ func programs(t testing.TB) map[string]*Model {
 		"rms_norm": must(RMSNorm(2, 8, randF16(r, 8, 1), 1e-5)),
 		"silu_mul": must(SiLUMul(2, 6)),
 		"add":      must(Add(4, 3)),
+		"add_bias": must(AddBias(3, 5, randF16(r, 5, 1))),
 	}
 }
 
@@ -242,6 +243,8 @@ func TestBuildRejectsBadShapes(t *testing.T) {
 		"rms_norm width":  func() error { _, err := RMSNorm(1, 3, make([]uint16, 2), 1e-5); return err }(),
 		"add":             func() error { _, err := Add(1, 0); return err }(),
 		"silu_mul":        func() error { _, err := SiLUMul(-1, 2); return err }(),
+		"add_bias width":  func() error { _, err := AddBias(2, 3, make([]uint16, 4)); return err }(),
+		"add_bias rows":   func() error { _, err := AddBias(0, 3, make([]uint16, 3)); return err }(),
 	} {
 		if err == nil {
 			t.Errorf("%s: accepted", name)

@@ -104,6 +104,25 @@ func TestEvalElementwise(t *testing.T) {
 	within(t, "silu_mul", got, want, u16, func(i int) float64 { return math.Abs(want[i]) + 1e-30 })
 }
 
+// TestEvalAddBias checks the bias program against its definition: the
+// fp16-rounded input plus the fp16 bias of its column, rounded once.
+func TestEvalAddBias(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 6))
+	n, d := 3, 40
+	x := randVec(r, n*d, 3)
+	w := randF16(r, d, 1)
+	m, err := AddBias(n, d, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := evalOne(t, m, x)
+	want := make([]float64, n*d)
+	for i := range want {
+		want[i] = h(x[i]) + float64(quant.F16ToF32(w[i%d]))
+	}
+	within(t, "add_bias", got, want, u16, func(i int) float64 { return math.Abs(want[i]) + 1e-30 })
+}
+
 // rmsWant is RMSNorm's definition in float64 on fp16-rounded inputs.
 func rmsWant(x []float32, w []uint16, eps float32) []float64 {
 	d := len(w)

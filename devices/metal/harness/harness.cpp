@@ -113,7 +113,7 @@ void reg(const char *name, F f) {
 void registerAll() {
 #define REG_MATMUL(name) reg("matvec_" #name, matvec_##name), reg("matmul_" #name, matmul_##name);
 #define REG_EMBED(name) reg("embed_" #name, embed_##name);
-#define REG_NORM(name) reg("rms_norm_" #name, rms_norm_##name);
+#define REG_NORM(name) reg("rms_norm_" #name, rms_norm_##name), reg("add_bias_" #name, add_bias_##name);
 	FOR_WEIGHT_TYPES(REG_MATMUL)
 	FOR_WEIGHT_TYPES(REG_EMBED)
 	FOR_NORM_TYPES(REG_NORM)
@@ -189,7 +189,7 @@ void list() {
 	for (auto &k : kernels) printf("kernel %s %zu %zu %d\n", k.first.c_str(), k.second.nbuf, k.second.psize, k.second.tg ? 1 : 0);
 	printf("const MV_NR %d\nconst MV_NSG %d\nconst MM_BM %d\nconst MM_BN %d\nconst MM_BK %d\nconst MM_NSG %d\n", MV_NR,
 	       MV_NSG, MM_BM, MM_BN, MM_BK, MM_NSG);
-	printf("const ATT_NSG %d\nconst ATT_MAXT %d\nend\n", ATT_NSG, ATT_MAXT);
+	printf("const ATT_NSG %d\nconst ATT_MAXT %d\nconst ROPE_MAX_PAIRS %d\nend\n", ATT_NSG, ATT_MAXT, ROPE_MAX_PAIRS);
 	fflush(stdout);
 }
 

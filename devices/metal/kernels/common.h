@@ -71,7 +71,13 @@ struct NormParams {
 	int32_t pad0;
 };
 
-// RopeParams: rope. Go: ropeParams.
+// Rope: the most rotated pairs per head whose frequency factors RopeParams
+// carries (dims ≤ 256, the attention kernel's largest head).
+#define ROPE_MAX_PAIRS 128
+
+// RopeParams: rope. Go: ropeParams. The frequency factors travel in the
+// params (setBytes, 544 bytes: under Metal's 4 KiB for it), so that the
+// op needs no buffer of its own.
 struct RopeParams {
 	int32_t rows;     // tokens; row i is at position pos+i
 	int32_t width;    // features per row (heads × head_dim)
@@ -79,6 +85,15 @@ struct RopeParams {
 	int32_t dims;     // rotated features per head
 	int32_t pos;
 	float scale;      // base^(-2/dims), computed on the host as devices/cpu does
+	int32_t neox;     // 1: pair j is (j, j+dims/2); 0: (2j, 2j+1)
+	int32_t has_freqs; // 1: pair j's angle is divided by freqs[j]
+	float freqs[ROPE_MAX_PAIRS]; // dims/2 frequency factors (zeros past them)
+};
+
+// BiasParams: add_bias_<type>. Go: biasParams.
+struct BiasParams {
+	int32_t n;    // elements of the input
+	int32_t cols; // bias length = row width
 	int32_t pad0;
 	int32_t pad1;
 };
@@ -298,7 +313,8 @@ inline void deq8_q6_k(device const uint8_t *row, int c, thread float *w, thread 
 #define FOR_WEIGHT_TYPES(X) \
 	X(f32) X(f16) X(bf16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(q4_k) X(q5_k) X(q6_k)
 
-// FOR_NORM_TYPES(X): the weight types rms_norm reads its scale vector in.
+// FOR_NORM_TYPES(X): the weight types rms_norm reads its scale vector in,
+// and add_bias its bias.
 #define FOR_NORM_TYPES(X) X(f32) X(f16) X(bf16)
 
 #endif // HYBRID_METAL_COMMON_H

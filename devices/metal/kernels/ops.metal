@@ -43,6 +43,9 @@ inline float norm_bf16(device const uint8_t *w, int i) {
 }
 
 // rms_norm_<type>: y = (x·(1/sqrt(mean(x²)+eps)))·w for each row of cols.
+// A per-head norm is the same kernel over rows of one head (cols = the
+// head's features, rows = tokens × heads): the heads of a row are
+// contiguous and share the weight.
 // One threadgroup per row: each thread sums the squares of its strided
 // elements in f32, simd_sum reduces each simdgroup, and every thread adds the
 // simdgroups' partial sums (threadgroup memory, one float per simdgroup) in
@@ -76,34 +79,62 @@ inline void rms_norm_impl(device const float *x, device const uint8_t *w, device
 
 FOR_NORM_TYPES(NORM_KERNEL)
 
-// rope: llama.cpp's "normal" mode. Thread (row, head, pair j) rotates
-// features 2j, 2j+1 of the head by θ = (pos+row)·scale^j, scale =
-// base^(-2/dims) from the host; θ is stepped by repeated f32
-// multiplication, as devices/cpu does, so both see the same angle, and the
-// rotation has its multiply-adds fused as devices/cpu has them. Pairs at or
-// past dims/2 are copied. Buffers: 0 input [rows, width], 1 output (may be
-// the input); params at 2.
+// rope: llama.cpp's rope, "normal" mode (pair j is features 2j, 2j+1 of
+// the head) or NEOX mode (features j, j+dims/2). Thread (row, head, j)
+// rotates pair j by θ = (pos+row)·scale^j, scale = base^(-2/dims) from the
+// host; θ is stepped by repeated f32 multiplication, as devices/cpu does,
+// so both see the same angle, and with frequency factors the stepped θ is
+// divided by freqs[j] (once, not compounding), as devices/cpu and
+// ggml_rope_cache_init do. The rotation has its multiply-adds fused as
+// devices/cpu has them. Threads j ≥ dims/2 copy features 2j, 2j+1: in both
+// modes those are the unrotated features dims..head_dim-1. Buffers: 0 input
+// [rows, width], 1 output (may be the input); params at 2.
 kernel void rope(device const float *x [[buffer(0)]], device float *y [[buffer(1)]],
                  constant RopeParams &p [[buffer(2)]], THREAD_IDS) {
-	int hh = p.head_dim / 2, heads = p.width / p.head_dim;
+	int hh = p.head_dim / 2, heads = p.width / p.head_dim, half_dims = p.dims / 2;
 	int idx = int(tgpig.x * ntg.x + tpitg.x);
 	if (idx >= p.rows * heads * hh) return;
 	int j = idx % hh;
 	int rh = idx / hh; // row·heads + head
 	int row = rh / heads;
-	ulong off = ulong(rh) * ulong(p.head_dim) + ulong(2 * j);
-	float x0 = x[off], x1 = x[off + 1];
-	if (2 * j >= p.dims) {
+	ulong head = ulong(rh) * ulong(p.head_dim);
+	if (j >= half_dims) {
+		ulong off = head + ulong(2 * j);
+		float x0 = x[off], x1 = x[off + 1];
 		y[off] = x0;
 		y[off + 1] = x1;
 		return;
 	}
+	ulong o0 = head + ulong(p.neox ? j : 2 * j);
+	ulong o1 = o0 + ulong(p.neox ? half_dims : 1);
+	float x0 = x[o0], x1 = x[o1];
 	float theta = float(p.pos + row);
 	for (int i = 0; i < j; i++) theta *= p.scale;
+	if (p.has_freqs) theta = theta / p.freqs[j];
 	float s = precise::sin(theta), c = precise::cos(theta);
-	y[off] = fma(x0, c, -(x1 * s));
-	y[off + 1] = fma(x0, s, x1 * c);
+	y[o0] = fma(x0, c, -(x1 * s));
+	y[o1] = fma(x0, s, x1 * c);
 }
+
+// add_bias_<type>: y[r, i] = x[r, i] + b[i] for a bias of cols elements in
+// its stored type (f32, f16, bf16: each decodes exactly to f32, as
+// devices/cpu decodes it at load), so the one f32 addition matches the
+// CPU's bit for bit. Memory bound. Buffers: 0 input [n/cols, cols], 1 bias,
+// 2 output (may be the input); params at 3.
+template <float (*LOAD)(device const uint8_t *, int)>
+inline void add_bias_impl(device const float *x, device const uint8_t *b, device float *y, constant BiasParams &p,
+                          uint3 tgpig, uint3 tpitg, uint3 ntg) {
+	int i = int(tgpig.x * ntg.x + tpitg.x);
+	if (i < p.n) y[i] = x[i] + LOAD(b, i % p.cols);
+}
+
+#define BIAS_KERNEL(name)                                                                                      \
+	kernel void add_bias_##name(device const float *x [[buffer(0)]], device const uint8_t *b [[buffer(1)]],   \
+	                            device float *y [[buffer(2)]], constant BiasParams &p [[buffer(3)]], THREAD_IDS) { \
+		add_bias_impl<norm_##name>(x, b, y, p, tgpig, tpitg, ntg);                                          \
+	}
+
+FOR_NORM_TYPES(BIAS_KERNEL)
 
 // silu_mul: y = silu(g)·u = g/(1+e^−g)·u. Buffers: 0 g, 1 u, 2 y; params at 3.
 kernel void silu_mul(device const float *g [[buffer(0)]], device const float *u [[buffer(1)]],
