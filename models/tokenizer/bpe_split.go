@@ -51,8 +51,9 @@ var (
 
 // preTokenizers maps each supported tokenizer.ggml.pre value to llama.cpp's
 // splitting for it. The names are grouped as llama.cpp groups them; those
-// llama.cpp gives other per-token behaviour (lstrip/rstrip marks, an added
-// separator token, special end-of-turn rules) are left out.
+// llama.cpp gives other behaviour (an added separator token, special
+// end-of-turn rules) are left out, as are the encoders' "jina-v2-es",
+// "jina-v2-de" and "modern-bert".
 var preTokenizers = func() map[string]*preTokenizer {
 	m := map[string]*preTokenizer{}
 	add := func(p *preTokenizer, names ...string) {

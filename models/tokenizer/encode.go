@@ -28,6 +28,10 @@ type fragment struct {
 // run of text that starts the input or follows a special token, so "Hi"
 // is tokenized as " Hi"; Decode and Stream take it away again.
 //
+// The whitespace (C's isspace: space, \t, \n, \v, \f, \r) next to a
+// special token with a strip attribute is dropped, as llama.cpp does: after
+// Phi-3's special tokens, for one (see Vocab.Name).
+//
 // BPE: text that is not valid UTF-8 is read as llama.cpp reads it, each
 // byte that does not start a well-formed sequence standing for U+FFFD.
 func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
@@ -100,8 +104,12 @@ func (t *Tokenizer) encode(text string, addSpecial, parseSpecial bool) []int32 {
 // taken before it, and since those are at least as long as it, any that
 // overlaps it covers its first or its last byte.
 //
-// llama.cpp also strips spaces next to tokens marked lstrip or rstrip, but
-// it marks them only for a few named non-Llama models, so that is left out.
+// A token with a strip attribute (setStrip) also takes the whitespace
+// before it (lstrip) or after it (rstrip) out of the fragment it was found
+// in, as llama.cpp drops it from the text to its left or right. Those
+// bytes are marked as taken too, so the argument above still holds: a
+// stripped run touches its token, so an occurrence overlapping it, no
+// longer than the token, starts or ends in the run or the token.
 func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 	// Which bytes, and which pairs of adjacent bytes, the text has: most
 	// special tokens are absent, and this rules them out without a search.
@@ -114,12 +122,14 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 			pairs[p/64] |= 1 << (p % 64)
 		}
 	}
+	// A span is a special token at text[start:], with the bytes
+	// text[from:to] around it taken out.
 	type span struct {
-		start int
-		token int32
+		start, from, to int
+		token           int32
 	}
 	var spans []span
-	var taken []bool // taken[i]: byte i belongs to a special token; made on the first match
+	var taken []bool // taken[i]: byte i belongs to a special token or was stripped; made on the first match
 	for _, id := range t.special {
 		if !parseSpecial && t.types[id] != TypeUserDefined {
 			continue
@@ -146,11 +156,22 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 			if taken == nil {
 				taken = make([]bool, len(text))
 			}
-			for k := p; k < p+len(tok); k++ {
+			from, to := p, p+len(tok)
+			if t.strip != nil && t.strip[id]&stripLeft != 0 {
+				for from > 0 && !taken[from-1] && isSpace(text[from-1]) {
+					from--
+				}
+			}
+			if t.strip != nil && t.strip[id]&stripRight != 0 {
+				for to < len(text) && !taken[to] && isSpace(text[to]) {
+					to++
+				}
+			}
+			for k := from; k < to; k++ {
 				taken[k] = true
 			}
-			spans = append(spans, span{p, id})
-			off = p + len(tok)
+			spans = append(spans, span{p, from, to, id})
+			off = to
 		}
 	}
 	if len(spans) == 0 {
@@ -160,11 +181,11 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 	frags := make([]fragment, 0, 2*len(spans)+1)
 	pos := 0
 	for _, s := range spans {
-		if s.start > pos {
-			frags = append(frags, fragment{token: -1, text: text[pos:s.start]})
+		if s.from > pos {
+			frags = append(frags, fragment{token: -1, text: text[pos:s.from]})
 		}
 		frags = append(frags, fragment{token: s.token})
-		pos = s.start + len(t.tokens[s.token])
+		pos = s.to
 	}
 	if pos < len(text) {
 		frags = append(frags, fragment{token: -1, text: text[pos:]})

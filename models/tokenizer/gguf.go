@@ -22,14 +22,15 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if model != "llama" && model != "gpt2" {
 		return nil, fmt.Errorf("%s: tokenizer.ggml.model is %q: only the Llama SentencePiece tokenizer (\"llama\") and byte-level BPE (\"gpt2\") are supported", f.Path, model)
 	}
+	// A missing key is llama.cpp's "default" pre-tokenizer. "llama"
+	// reads it too, for setStrip.
 	pre := ""
-	if model == "gpt2" {
-		// A missing key is llama.cpp's "default" pre-tokenizer.
-		if _, ok := f.Value("tokenizer.ggml.pre"); ok {
-			if pre, err = f.GetString("tokenizer.ggml.pre"); err != nil {
-				return nil, err // gguf's error names the file and the key
-			}
+	if _, ok := f.Value("tokenizer.ggml.pre"); ok {
+		if pre, err = f.GetString("tokenizer.ggml.pre"); err != nil {
+			return nil, err // gguf's error names the file and the key
 		}
+	}
+	if model == "gpt2" {
 		if _, ok := preTokenizers[pre]; !ok {
 			return nil, fmt.Errorf("%s: tokenizer.ggml.pre is %q: not a pre-tokenizer this tokenizer supports (%s)",
 				f.Path, pre, strings.Join(PreTokenizers()[1:], ", "))
@@ -73,24 +74,17 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		{"tokenizer.ggml.unknown_token_id", &v.UNK},
 		{"tokenizer.ggml.padding_token_id", &v.PAD},
 		{"tokenizer.ggml.eot_token_id", &v.EOT},
-	}
-	if model == "gpt2" {
+		{"tokenizer.ggml.eom_token_id", &v.EOM},
+		{"tokenizer.ggml.fim_pre_token_id", &v.FIMPre},
+		{"tokenizer.ggml.fim_suf_token_id", &v.FIMSuf},
+		{"tokenizer.ggml.fim_mid_token_id", &v.FIMMid},
+		{"tokenizer.ggml.fim_pad_token_id", &v.FIMPad},
+		{"tokenizer.ggml.fim_rep_token_id", &v.FIMRep},
+		{"tokenizer.ggml.fim_sep_token_id", &v.FIMSep},
 		// Later keys win: the deprecated FIM names override the new.
-		ids = append(ids, []struct {
-			key string
-			dst *int32
-		}{
-			{"tokenizer.ggml.eom_token_id", &v.EOM},
-			{"tokenizer.ggml.fim_pre_token_id", &v.FIMPre},
-			{"tokenizer.ggml.fim_suf_token_id", &v.FIMSuf},
-			{"tokenizer.ggml.fim_mid_token_id", &v.FIMMid},
-			{"tokenizer.ggml.fim_pad_token_id", &v.FIMPad},
-			{"tokenizer.ggml.fim_rep_token_id", &v.FIMRep},
-			{"tokenizer.ggml.fim_sep_token_id", &v.FIMSep},
-			{"tokenizer.ggml.prefix_token_id", &v.FIMPre},
-			{"tokenizer.ggml.suffix_token_id", &v.FIMSuf},
-			{"tokenizer.ggml.middle_token_id", &v.FIMMid},
-		}...)
+		{"tokenizer.ggml.prefix_token_id", &v.FIMPre},
+		{"tokenizer.ggml.suffix_token_id", &v.FIMSuf},
+		{"tokenizer.ggml.middle_token_id", &v.FIMMid},
 	}
 	for _, id := range ids {
 		if _, ok := f.Value(id.key); !ok {
@@ -124,6 +118,17 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 			return nil, err // gguf's error names the file and the key
 		}
 		*fl.dst = b
+	}
+	for _, key := range []struct {
+		key string
+		dst *string
+	}{{"general.name", &v.Name}, {"general.architecture", &v.Architecture}} {
+		if _, ok := f.Value(key.key); !ok {
+			continue
+		}
+		if *key.dst, err = f.GetString(key.key); err != nil {
+			return nil, err // gguf's error names the file and the key
+		}
 	}
 	t, err := New(v)
 	if err != nil {

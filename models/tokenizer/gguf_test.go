@@ -62,6 +62,15 @@ func vocabFromMetadata(t *testing.T, kv map[string]any) Vocab {
 			*dst = int32(x)
 		}
 	}
+	for key, dst := range map[string]*string{
+		"tokenizer.ggml.pre":   &v.Pre,
+		"general.name":         &v.Name,
+		"general.architecture": &v.Architecture,
+	} {
+		if x, ok := kv[key].(string); ok {
+			*dst = x
+		}
+	}
 	for key, dst := range map[string]*bool{
 		"tokenizer.ggml.add_bos_token":    &v.AddBOS,
 		"tokenizer.ggml.add_eos_token":    &v.AddEOS,

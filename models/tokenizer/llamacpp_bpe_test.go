@@ -87,6 +87,17 @@ var llamacppCases = []string{
 	"<｜begin▁of▁sentence｜>User: hi<｜end▁of▁sentence｜>",
 	"<s>[INST] hi [/INST]</s>",
 	"<|user|>\nHi there</s> and <|end|>\n<|assistant|>\nHello",
+	// whitespace around special tokens, which llama.cpp strips next to
+	// tokens with a strip attribute (Phi-3's, "[MASK]" of ModernBERT)
+	"<|user|>\n  Hi there <|end|>\n\n<|assistant|>\t \r\nHello<|end|> ",
+	"<s> <|system|> sys</s>  \n<unk>  x <|endoftext|>  y",
+	"[PAD32011]  x\n<|placeholder1|>\n\ny <|placeholder1|>\v\f",
+	"a <|end|><|end|>  <|end|>\n",
+	"<|end|>\u00a0x <|end|>\u3000y <|end|>\u2028z",
+	"<|im_start|>user\n  hi  <|im_end|>\n \n<|im_start|>assistant\n",
+	"  <|begin_of_text|>  <|eot_id|>  \n<|end_of_text|> ",
+	"x  [MASK]  y [MASK][MASK]\t[MASK]",
+	"\n\n[MASK]",
 	"ø ö ú ÿ À Á øø",
 	"[PAD151650] [PAD100020]<|reserved_special_token_5|>",
 	"",
@@ -95,29 +106,42 @@ var llamacppCases = []string{
 }
 
 // llamacppVocabs are the vocabularies of the table: the shared files, and
-// copies of some with tokenizer.ggml.pre changed ("-": removed), which
-// exercise the other pre-tokenizers on real merges. special says whether
-// the table also holds the ids with add_special and parse_special.
+// copies of some with tokenizer.ggml.pre changed, which exercise the other
+// pre-tokenizers on real merges, or with general.name changed (and a token
+// added), which give their special tokens llama.cpp's strip attributes.
+// special says whether the table also holds the ids with add_special and
+// parse_special.
 var llamacppVocabs = []struct {
-	name, file, pre string
-	special         bool
+	name, file string
+	edit       vocabEdit
+	special    bool
 }{
-	{"llama-bpe", "llama-bpe", "", true},
-	{"qwen2", "qwen2", "", true},
-	{"gpt-2", "gpt-2", "", true},
-	{"deepseek-llm", "deepseek-llm", "", true},
-	{"llama-spm", "llama-spm", "", true},
-	// phi-3 only without special tokens: llama.cpp strips the whitespace
-	// after its special tokens (keyed on general.name), which this package
-	// does not do yet.
-	{"phi-3", "phi-3", "", false},
-	{"gpt-2 without tokenizer.ggml.pre", "gpt-2", "-", false},
-	{"gpt-2 as smollm", "gpt-2", "smollm", false},
-	{"gpt-2 as falcon", "gpt-2", "falcon", false},
-	{"qwen2 as qwen35", "qwen2", "qwen35", false},
-	{"qwen2 as deepseek-coder", "qwen2", "deepseek-coder", false},
-	{"llama-bpe as dbrx", "llama-bpe", "dbrx", false},
+	{"llama-bpe", "llama-bpe", vocabEdit{}, true},
+	{"qwen2", "qwen2", vocabEdit{}, true},
+	{"gpt-2", "gpt-2", vocabEdit{}, true},
+	{"deepseek-llm", "deepseek-llm", vocabEdit{}, true},
+	{"llama-spm", "llama-spm", vocabEdit{}, true},
+	{"phi-3", "phi-3", vocabEdit{}, true},
+	{"gpt-2 without tokenizer.ggml.pre", "gpt-2", vocabEdit{pre: "-"}, false},
+	{"gpt-2 as smollm", "gpt-2", vocabEdit{pre: "smollm"}, false},
+	{"gpt-2 as falcon", "gpt-2", vocabEdit{pre: "falcon"}, false},
+	{"qwen2 as qwen35", "qwen2", vocabEdit{pre: "qwen35"}, false},
+	{"qwen2 as deepseek-coder", "qwen2", vocabEdit{pre: "deepseek-coder"}, false},
+	{"llama-bpe as dbrx", "llama-bpe", vocabEdit{pre: "dbrx"}, false},
+	// llama.cpp fails to load a vocabulary named Phi-3 without the four
+	// tokens whose strip attributes it sets by text: they are added.
+	{"llama-bpe named Phi-3", "llama-bpe", vocabEdit{name: "Phi-3 Mini (llama-bpe)", add: phi3Tokens, addType: TypeControl}, true},
+	{"llama-spm named phi3", "llama-spm", vocabEdit{name: "phi3-test", add: phi3Tokens, addType: TypeControl}, true},
+	{"qwen2 named PHI3", "qwen2", vocabEdit{name: "PHI3", add: phi3Tokens, addType: TypeControl}, true},
+	{"gpt-2 with [MASK] named modern-bert", "gpt-2",
+		vocabEdit{name: "modern-bert-base", add: []string{"[MASK]"}, addType: TypeControl}, true},
+	{"llama-spm with [MASK] named modern-bert", "llama-spm",
+		vocabEdit{name: "modern-bert-base", add: []string{"[MASK]"}, addType: TypeControl}, true},
 }
+
+// phi3Tokens are the tokens llama.cpp's load looks up by text in a
+// vocabulary named Phi-3.
+var phi3Tokens = []string{"</s>", "<unk>", "<s>", "<|endoftext|>"}
 
 type llamacppTable struct {
 	Note   string          `json:"note"`
@@ -151,13 +175,22 @@ type llamacppVocab struct {
 
 const llamacppTableFile = "testdata/llamacpp_bpe.json"
 
+// vocabEdit is a change to a vocabulary file: tokenizer.ggml.pre set to
+// pre ("-": removed), general.name set to name, and the texts of add that
+// the vocabulary lacks appended as tokens of type addType (with score 0
+// where the file has scores).
+type vocabEdit struct {
+	pre, name string
+	add       []string
+	addType   int32
+}
+
 // vocabVariant returns the path of the shared vocabulary file, or of a
-// copy of it in a temporary directory with tokenizer.ggml.pre set to pre
-// ("-": removed).
-func vocabVariant(t *testing.T, file, pre string) string {
+// copy of it in a temporary directory changed as e says.
+func vocabVariant(t *testing.T, file string, e vocabEdit) string {
 	t.Helper()
 	path := vocabPath(t, file)
-	if pre == "" {
+	if e.pre == "" && e.name == "" && len(e.add) == 0 {
 		return path
 	}
 	f, err := gguf.Open(path)
@@ -165,17 +198,48 @@ func vocabVariant(t *testing.T, file, pre string) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	tokens, ok := f.Strings("tokenizer.ggml.tokens")
+	if !ok {
+		t.Fatalf("%s: no tokenizer.ggml.tokens", path)
+	}
+	var add []string
+	for _, text := range e.add {
+		if !slices.Contains(tokens, text) && !slices.Contains(add, text) {
+			add = append(add, text)
+		}
+	}
 	var kvs []gguf.KV
 	for _, kv := range f.KV {
-		if kv.Key == "tokenizer.ggml.pre" {
-			if pre == "-" {
+		switch kv.Key {
+		case "tokenizer.ggml.pre":
+			if e.pre == "-" {
 				continue
 			}
-			kv.Value = pre
+			if e.pre != "" {
+				kv.Value = e.pre
+			}
+		case "general.name":
+			if e.name != "" {
+				kv.Value = e.name
+			}
+		case "tokenizer.ggml.tokens":
+			kv.Value = append(slices.Clone(tokens), add...)
+		case "tokenizer.ggml.token_type":
+			types, _ := f.Int32s(kv.Key)
+			for range add {
+				types = append(types, e.addType)
+			}
+			kv.Value = types
+		case "tokenizer.ggml.scores":
+			scores, _ := f.Float32s(kv.Key)
+			kv.Value = append(scores, make([]float32, len(add))...)
 		}
 		kvs = append(kvs, kv)
 	}
-	out := filepath.Join(t.TempDir(), fmt.Sprintf("ggml-vocab-%s-%s.gguf", file, strings.Trim(pre, "-")))
+	if _, ok := f.Value("general.name"); !ok && e.name != "" {
+		kvs = append(kvs, gguf.KV{Key: "general.name", Value: e.name})
+	}
+	out := filepath.Join(t.TempDir(), "ggml-vocab-"+file+"-variant.gguf")
 	w, err := gguf.Create(out, kvs, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +279,7 @@ func TestLlamaCppBPE(t *testing.T) {
 			if tv.Name != v.name || len(tv.Plain) != len(texts) || v.special && len(tv.Special) != len(texts) {
 				t.Fatalf("%s does not match llamacppVocabs; run with -update", llamacppTableFile)
 			}
-			tok := loadGGUF(t, vocabVariant(t, v.file, v.pre))
+			tok := loadGGUF(t, vocabVariant(t, v.file, v.edit))
 			for k, text := range texts {
 				got := tok.EncodePlain(text, false)
 				if !slices.Equal(got, tv.Plain[k]) {
@@ -223,10 +287,11 @@ func TestLlamaCppBPE(t *testing.T) {
 				}
 				// SentencePiece cannot give back a leading space (it
 				// takes it for its own prefix) nor a "▁" (it prints a
-				// space).
+				// space), and no tokenizer whitespace that a strip
+				// attribute dropped.
 				valid := utf8.ValidString(text) &&
 					(tok.bpe != nil || !strings.HasPrefix(text, " ") && !strings.Contains(text, spaceEscape))
-				if s := tok.Decode(got); valid && s != text {
+				if s := tok.Decode(got); valid && !stripped(tok, text, false) && s != text {
 					t.Errorf("Decode(EncodePlain(%q)) = %q", text, s)
 				}
 				if !v.special {
@@ -240,7 +305,7 @@ func TestLlamaCppBPE(t *testing.T) {
 					typ := tok.Type(id)
 					return typ == TypeControl || typ == TypeUnknown
 				})
-				if s := tok.Decode(got); valid && !control && s != text {
+				if s := tok.Decode(got); valid && !control && !stripped(tok, text, true) && s != text {
 					t.Errorf("Decode(Encode(%q)) = %q", text, s)
 				}
 			}
@@ -248,12 +313,29 @@ func TestLlamaCppBPE(t *testing.T) {
 	}
 }
 
-// writeLlamaCppTable builds testdata/llamacpp/tokenize.cpp against the
-// llama.cpp of -llamacpp, runs it on every vocabulary of llamacppVocabs
-// and writes the ids it prints to the table.
-func writeLlamaCppTable(t *testing.T) {
+// stripped reports whether tokenizing text drops whitespace next to a
+// special token with a strip attribute.
+func stripped(tok *Tokenizer, text string, parseSpecial bool) bool {
+	if text == "" {
+		return false
+	}
+	n := 0
+	for _, f := range tok.partition(text, parseSpecial) {
+		if f.token >= 0 {
+			n += len(tok.tokens[f.token])
+		} else {
+			n += len(f.text)
+		}
+	}
+	return n != len(text)
+}
+
+// buildLlamaCppTool builds testdata/llamacpp/tokenize.cpp against the
+// llama.cpp of -llamacpp and returns the program's path and llama.cpp's
+// commit.
+func buildLlamaCppTool(t *testing.T) (bin, commit string) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "llamacpp-tokenize")
+	bin = filepath.Join(t.TempDir(), "llamacpp-tokenize")
 	l := *llamacppDir
 	build := exec.Command("g++", "-O2", "-std=c++17", "-I"+filepath.Join(l, "include"), "-I"+filepath.Join(l, "ggml", "include"),
 		"testdata/llamacpp/tokenize.cpp", "-L"+filepath.Join(l, "build", "bin"), "-lllama", "-lggml", "-lggml-base",
@@ -261,14 +343,24 @@ func writeLlamaCppTable(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the llama.cpp tokenizer: %v\n%s", err, out)
 	}
-	commit := "unknown"
+	commit = "unknown"
 	if out, err := exec.Command("git", "-C", l, "log", "-1", "--format=%h").Output(); err == nil {
 		commit = strings.TrimSpace(string(out))
 	}
+	return bin, commit
+}
+
+// writeLlamaCppTable builds testdata/llamacpp/tokenize.cpp, runs it on
+// every vocabulary of llamacppVocabs and writes the ids it prints to the
+// table.
+func writeLlamaCppTable(t *testing.T) {
+	t.Helper()
+	bin, commit := buildLlamaCppTool(t)
 	table := llamacppTable{Note: "Generated by `go test ./models/tokenizer/ -run TestLlamaCppBPE -update`, which builds " +
 		"testdata/llamacpp/tokenize.cpp against llama.cpp (commit " + commit + ") and runs it on each vocabulary: " +
 		"plain is llama_tokenize with add_special=false and parse_special=false, special with both true. " +
-		"The vocabularies are the shared vocab folder's files, some with tokenizer.ggml.pre changed as the name says."}
+		"The vocabularies are the shared vocab folder's files, some with tokenizer.ggml.pre or general.name changed, " +
+		"or a token added, as the name says."}
 	var input bytes.Buffer
 	for _, text := range llamacppCases {
 		if utf8.ValidString(text) {
@@ -307,7 +399,7 @@ func writeLlamaCppTable(t *testing.T) {
 		return ids
 	}
 	for _, v := range llamacppVocabs {
-		path := vocabVariant(t, v.file, v.pre)
+		path := vocabVariant(t, v.file, v.edit)
 		tv := llamacppVocab{Name: v.name, Plain: run(path)}
 		if v.special {
 			tv.Special = run(path, "--add-special", "--parse-special")

@@ -34,7 +34,8 @@ type Vocab struct {
 	Model string // tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE)
 	// Pre is tokenizer.ggml.pre, the pre-tokenizer of a "gpt2" vocabulary
 	// ("llama-bpe", "qwen2", ...; PreTokenizers lists them); "", the key
-	// missing, is llama.cpp's "default". "llama" ignores it.
+	// missing, is llama.cpp's "default". "llama" uses it only, as
+	// llama.cpp does, to choose the strip attributes of special tokens.
 	Pre    string
 	Tokens []string  // tokenizer.ggml.tokens
 	Scores []float32 // tokenizer.ggml.scores; nil means all zero; "gpt2" ignores them
@@ -49,15 +50,22 @@ type Vocab struct {
 	PAD int32 // tokenizer.ggml.padding_token_id
 	// EOT is tokenizer.ggml.eot_token_id. When -1, New looks for a token
 	// with one of the texts llama.cpp recognises as end-of-turn
-	// ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", ...).
+	// ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", ...), and of several
+	// takes the one llama.cpp takes.
 	EOT int32
 
 	// EOM and FIMPre..FIMSep are tokenizer.ggml.eom_token_id and
-	// tokenizer.ggml.fim_{pre,suf,mid,pad,rep,sep}_token_id, used for
-	// "gpt2" only, -1 where the file has none: like EOT, New then looks
-	// for a token with one of the texts llama.cpp recognises.
+	// tokenizer.ggml.fim_{pre,suf,mid,pad,rep,sep}_token_id, -1 where the
+	// file has none: like EOT, New then looks for a token with one of the
+	// texts llama.cpp recognises.
 	EOM                                            int32
 	FIMPre, FIMSuf, FIMMid, FIMPad, FIMRep, FIMSep int32
+
+	// Name and Architecture are general.name and general.architecture,
+	// by which (with Pre) llama.cpp gives the special tokens of some
+	// models strip attributes: with a Name containing "phi-3" or "phi3",
+	// Encode drops the whitespace after most special tokens.
+	Name, Architecture string
 
 	AddBOS bool // tokenizer.ggml.add_bos_token
 	AddEOS bool // tokenizer.ggml.add_eos_token
@@ -119,15 +127,20 @@ type Tokenizer struct {
 	ids    map[string]int32
 
 	bos, eos, eot, unk, pad int32
+	eom                     int32
+	fim                     [6]int32 // prefix, suffix, middle, pad, repo, separator
 	addBOS, addEOS          bool
 	addSpacePrefix          bool
 
 	// bpe is the byte-level BPE model of a "gpt2" vocabulary; nil for
 	// SentencePiece.
 	bpe *bpeModel
-	// eog holds the tokens that end generation, for "gpt2" (llama.cpp's
-	// special_eog_ids); nil for SentencePiece, where IsEOG takes EOS and EOT.
+	// eog holds the tokens that end generation (llama.cpp's
+	// special_eog_ids).
 	eog map[int32]bool
+	// strip[id] holds the strip attributes of token id (stripLeft,
+	// stripRight); nil when no token has any.
+	strip []uint8
 
 	// byteToken[b] is the token that stands for byte b in byte fallback,
 	// or -1 when the vocabulary has none.
@@ -137,14 +150,6 @@ type Tokenizer struct {
 	special []int32
 	// pieces[id] is Piece(id), computed once.
 	pieces [][]byte
-}
-
-// eotTexts are the token texts llama.cpp takes for end-of-turn when the file
-// names no EOT token.
-var eotTexts = map[string]bool{
-	"<|eot_id|>": true, "<|im_end|>": true, "<|end|>": true, "<end_of_turn>": true,
-	"<|endoftext|>": true, "<|end_of_text|>": true, "<EOT>": true, "_<EOT>": true,
-	"[EOT]": true, "<｜end▁of▁sentence｜>": true, "<end_of_utterance>": true,
 }
 
 // New builds a Tokenizer from v. It fails if the model is neither "llama"
@@ -217,12 +222,9 @@ func New(v Vocab) (*Tokenizer, error) {
 		name string
 		id   int32
 	}
-	ids := []specialID{{"BOS", v.BOS}, {"EOS", v.EOS}, {"EOT", v.EOT}, {"UNK", v.UNK}, {"PAD", v.PAD}}
-	if v.Model == "gpt2" {
-		ids = append(ids, specialID{"EOM", v.EOM},
-			specialID{"FIM prefix", v.FIMPre}, specialID{"FIM suffix", v.FIMSuf}, specialID{"FIM middle", v.FIMMid},
-			specialID{"FIM pad", v.FIMPad}, specialID{"FIM repo", v.FIMRep}, specialID{"FIM separator", v.FIMSep})
-	}
+	ids := []specialID{{"BOS", v.BOS}, {"EOS", v.EOS}, {"EOT", v.EOT}, {"UNK", v.UNK}, {"PAD", v.PAD}, {"EOM", v.EOM},
+		{"FIM prefix", v.FIMPre}, {"FIM suffix", v.FIMSuf}, {"FIM middle", v.FIMMid},
+		{"FIM pad", v.FIMPad}, {"FIM repo", v.FIMRep}, {"FIM separator", v.FIMSep}}
 	for _, s := range ids {
 		if s.id < -1 || s.id >= int32(n) {
 			return nil, fmt.Errorf("tokenizer: %s token id %d out of range [0, %d)", s.name, s.id, n)
@@ -235,14 +237,10 @@ func New(v Vocab) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer: AddEOS is set but the vocabulary has no EOS token")
 	}
 
-	if t.eot < 0 {
-		t.eot = t.findEOT()
-	}
-
-	// llama.cpp recognises end-of-generation, EOM and FIM tokens by their
-	// texts for every vocabulary type (phi-3's user-defined "</s>" becomes
-	// a control token, for one).
-	t.markBPESpecials(v)
+	// llama.cpp recognises end-of-turn, end-of-generation, EOM and FIM
+	// tokens by their texts for every vocabulary type (phi-3's
+	// user-defined "</s>" becomes a control token, for one).
+	t.markSpecials(v)
 	if v.Model == "gpt2" {
 		// BPE writes no space prefix, and drops bytes it has no token
 		// for instead of falling back on byte tokens.
@@ -270,29 +268,13 @@ func New(v Vocab) (*Tokenizer, error) {
 	sort.SliceStable(t.special, func(i, j int) bool {
 		return len(t.tokens[t.special[i]]) > len(t.tokens[t.special[j]])
 	})
+	t.setStrip(v)
 
 	t.pieces = make([][]byte, n)
 	for id := range t.pieces {
 		t.pieces[id] = t.piece(int32(id))
 	}
 	return t, nil
-}
-
-// findEOT returns the end-of-turn token found by its text, or -1. Like
-// llama.cpp, which walks its sorted text map, the smallest matching text
-// wins, and a match that is not a control token becomes one.
-func (t *Tokenizer) findEOT() int32 {
-	best := int32(-1)
-	for text := range eotTexts {
-		id, ok := t.ids[text]
-		if ok && (best < 0 || text < t.tokens[best]) {
-			best = id
-		}
-	}
-	if best >= 0 {
-		t.types[best] = TypeControl
-	}
-	return best
 }
 
 // findByteToken returns the token llama.cpp uses for byte b in byte
@@ -320,15 +302,12 @@ func (t *Tokenizer) EOS() int32 { return t.eos }
 // EOT returns the end-of-turn token id, or -1.
 func (t *Tokenizer) EOT() int32 { return t.eot }
 
-// IsEOG reports whether id ends generation: for SentencePiece the EOS or
-// the EOT token; for BPE any of llama.cpp's end-of-generation tokens (EOS,
-// EOT, EOM, the FIM pad, repo and separator tokens, and every token whose
-// text llama.cpp takes for an end: "<|eot_id|>", "<|im_end|>", ...).
+// IsEOG reports whether id is one of llama.cpp's end-of-generation
+// tokens: EOS, EOT, EOM, the FIM pad, repo and separator tokens, and every
+// token whose text llama.cpp takes for an end ("<|eot_id|>", "<|im_end|>",
+// "</s>", ...).
 func (t *Tokenizer) IsEOG(id int32) bool {
-	if t.eog != nil {
-		return t.eog[id]
-	}
-	return id >= 0 && (id == t.eos || id == t.eot)
+	return t.eog[id]
 }
 
 // AddsBOS reports whether the vocabulary asks for a BOS token before the

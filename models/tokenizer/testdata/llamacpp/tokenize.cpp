@@ -10,6 +10,8 @@
 //
 //	llamacpp-tokenize VOCAB.gguf [--add-special] [--parse-special] < cases
 //	llamacpp-tokenize VOCAB.gguf --info
+//	llamacpp-tokenize VOCAB.gguf --special
+//	llamacpp-tokenize VOCAB.gguf --map-order
 //
 // The first form reads cases from standard input, each framed as its length
 // in bytes in decimal, a newline, the raw bytes and a newline (so any bytes,
@@ -22,6 +24,17 @@
 // token: "id attr eog piece piece_special" with both pieces in hex ("-" when
 // empty), from llama_token_to_piece with special false and true.
 //
+// The third form prints the special ids llama.cpp chose, one "name id" a
+// line (bos, eos, eot, fim_pre, fim_suf, fim_mid, fim_pad, fim_rep,
+// fim_sep; -1 for none), then "eog" and the ids llama_vocab_is_eog holds
+// for, in increasing order.
+//
+// The fourth prints the token ids, one a line, in the order a
+// std::unordered_map<std::string, llama_token> filled as llama.cpp fills
+// its token_to_id (token_to_id[text] = id, for id 0, 1, ...) iterates them
+// with the C++ library this program is built with: the order in which
+// llama.cpp's load meets tokens when it looks for special tokens by text.
+//
 // The file is loaded with vocab_only, as llama-tokenize does: no weights.
 #include "llama.h"
 
@@ -29,6 +42,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 static void quiet(ggml_log_level, const char *, void *) {}
@@ -58,10 +72,10 @@ static std::string hex(const std::string & s) {
 
 int main(int argc, char ** argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s VOCAB.gguf [--add-special] [--parse-special] | [--info]\n", argv[0]);
+        fprintf(stderr, "usage: %s VOCAB.gguf [--add-special] [--parse-special] | --info | --special | --map-order\n", argv[0]);
         return 2;
     }
-    bool add_special = false, parse_special = false, info = false;
+    bool add_special = false, parse_special = false, info = false, special = false, map_order = false;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--add-special")) {
             add_special = true;
@@ -69,6 +83,10 @@ int main(int argc, char ** argv) {
             parse_special = true;
         } else if (!strcmp(argv[i], "--info")) {
             info = true;
+        } else if (!strcmp(argv[i], "--special")) {
+            special = true;
+        } else if (!strcmp(argv[i], "--map-order")) {
+            map_order = true;
         } else {
             fprintf(stderr, "unknown flag %s\n", argv[i]);
             return 2;
@@ -92,6 +110,40 @@ int main(int argc, char ** argv) {
         for (int id = 0; id < n; id++) {
             printf("%d %d %d %s %s\n", id, (int) llama_vocab_get_attr(vocab, id), llama_vocab_is_eog(vocab, id),
                    hex(piece(vocab, id, false)).c_str(), hex(piece(vocab, id, true)).c_str());
+        }
+        llama_model_free(model);
+        return 0;
+    }
+
+    if (special) {
+        const std::pair<const char *, llama_token> ids[] = {
+            {"bos", llama_vocab_bos(vocab)},         {"eos", llama_vocab_eos(vocab)},
+            {"eot", llama_vocab_eot(vocab)},         {"fim_pre", llama_vocab_fim_pre(vocab)},
+            {"fim_suf", llama_vocab_fim_suf(vocab)}, {"fim_mid", llama_vocab_fim_mid(vocab)},
+            {"fim_pad", llama_vocab_fim_pad(vocab)}, {"fim_rep", llama_vocab_fim_rep(vocab)},
+            {"fim_sep", llama_vocab_fim_sep(vocab)},
+        };
+        for (const auto & id : ids) {
+            printf("%s %d\n", id.first, id.second);
+        }
+        printf("eog");
+        for (int id = 0; id < llama_vocab_n_tokens(vocab); id++) {
+            if (llama_vocab_is_eog(vocab, id)) {
+                printf(" %d", id);
+            }
+        }
+        printf("\n");
+        llama_model_free(model);
+        return 0;
+    }
+
+    if (map_order) {
+        std::unordered_map<std::string, llama_token> token_to_id;
+        for (int id = 0; id < llama_vocab_n_tokens(vocab); id++) {
+            token_to_id[llama_vocab_get_text(vocab, id)] = id;
+        }
+        for (const auto & t : token_to_id) {
+            printf("%d\n", t.second);
         }
         llama_model_free(model);
         return 0;
