@@ -101,27 +101,23 @@ func (d *Device) Supports(op *ops.Op) error {
 	}
 	// A plan made for the real devices must not place there what their
 	// kernels lack; only a simulated CPU runs everything.
-	if d.spec.Kind != "cpu" {
-		if lack := gpuLacks(op); lack != "" {
-			return fmt.Errorf("%s: op %s: the %s device's kernels have no %s: %w", d.Name(), op, d.spec.Kind, lack, devices.ErrUnsupported)
-		}
+	if lack := kernelLacks(d.spec.Kind, op); lack != "" {
+		return fmt.Errorf("%s: op %s: the %s device's kernels have no %s: %w", d.Name(), op, d.spec.Kind, lack, devices.ErrUnsupported)
 	}
 	return nil
 }
 
-// gpuLacks names what op needs that the CUDA, Metal and CoreML devices a
-// simulated one may stand for do not run (CoreML runs no rope at all), or
-// "" if nothing.
-func gpuLacks(op *ops.Op) string {
-	switch {
-	case op.Kind == ops.RoPE && op.Rope.Freqs != nil:
-		return "rope with frequency factors"
-	case op.Kind == ops.RoPE && op.Rope.Neox:
-		return "NEOX rope"
-	case op.Kind == ops.RMSNorm && op.PerHead:
-		return "per-head rms_norm"
-	case op.Kind == ops.AddBias:
-		return "add_bias"
+// metalRopePairs is the most frequency factors the Metal rope kernel takes
+// (ROPE_MAX_PAIRS in devices/metal/kernels/common.h: they travel in its
+// params).
+const metalRopePairs = 128
+
+// kernelLacks names what op needs that the real device of the given kind
+// does not run, or "" if nothing. The CUDA kernels run every op variant;
+// CoreML's limits are the profile's unsupported kinds.
+func kernelLacks(kind string, op *ops.Op) string {
+	if kind == "metal" && op.Kind == ops.RoPE && len(op.Rope.Freqs) > metalRopePairs {
+		return fmt.Sprintf("rope with more than %d frequency factors", metalRopePairs)
 	}
 	return ""
 }
