@@ -69,13 +69,16 @@ func TestLowBitMatVec(t *testing.T) {
 // TestLowBitMatMul checks that a batch gives each input what MatVec gives it
 // alone, to the bit, except Q2_K's groups of four inputs, which llama.cpp's
 // GEMM (and so rows4) sums per half super-block: those must agree within
-// the float rounding bound, and to the bit whichever inputs share the group.
+// the float rounding bound, and to the bit whichever inputs share the group;
+// and IQ4_XS batches of eight or more against rows in groups of eight,
+// which llama.cpp sums in its IQ panel order: to the bit that order, within
+// rounding of MatVec's.
 func TestLowBitMatMul(t *testing.T) {
 	for _, threads := range []int{1, 2, 5} {
 		p := NewPool(threads)
 		for _, typ := range lowBitTypes {
 			for _, n := range []int{1, 3, 4, 6, 17} {
-				for _, sh := range []shape{{41, 256}, {300, 2048}} {
+				for _, sh := range []shape{{41, 256}, {300, 2048}, {64, 512}} {
 					t.Run(fmt.Sprintf("threads=%d/%s/n=%d/%dx%d", threads, typ, n, sh.rows, sh.cols), func(t *testing.T) {
 						rng := rand.New(rand.NewPCG(uint64(n), uint64(typ)))
 						w := lowBitWeights(t, rng, typ, sh.rows, sh.cols)
@@ -84,9 +87,28 @@ func TestLowBitMatMul(t *testing.T) {
 						MatMul(p, typ, w, sh.rows, sh.cols, x, n, y)
 						one := make([]float32, sh.rows)
 						grouped := kernelFor[typ].rows4 != nil
+						panel := typ == quant.IQ4_XS && iqpApplies(n, sh.rows)
 						for i := range n {
 							xi := x[i*sh.cols : (i+1)*sh.cols]
 							MatVec(p, typ, w, sh.rows, sh.cols, xi, one)
+							if panel {
+								// llama.cpp's IQ panel order: the dot of
+								// each row with the quantized input, to the
+								// bit, and within rounding of MatVec's.
+								xs := p.scratch.prepare(p, kernelFor[typ], xi, 1, sh.cols)
+								_, absW, qerr := reference(t, typ, w, sh.rows, sh.cols, xi, kernelFor[typ].block)
+								rb := len(w) / sh.rows
+								for r, v := range one {
+									got := y[i*sh.rows+r]
+									if want := dotIQ4_XSPanelGo(w[r*rb:(r+1)*rb], &xs[0]); got != want {
+										t.Fatalf("input %d row %d: MatMul %g, panel order %g", i, r, got, want)
+									}
+									if tol := 2*floatTol(sh.cols)*(absW[r]+qerr[r]) + 1e-30; math.Abs(float64(got)-float64(v)) > tol {
+										t.Fatalf("input %d row %d: MatMul (panel) %g, MatVec %g", i, r, got, v)
+									}
+								}
+								continue
+							}
 							if grouped && i < n&^3 {
 								_, absW, qerr := reference(t, typ, w, sh.rows, sh.cols, xi, kernelFor[typ].block)
 								for r, v := range one {

@@ -25,6 +25,10 @@ type kernel struct {
 	// rowsN, if set, replaces rows for a batch of two or more inputs (the
 	// float types, which llama.cpp multiplies in another order then).
 	rowsN func(w []byte, stride int, x *xrow, y []float32)
+	// rowsNFor, if set, says whether rowsN applies to a batch of n inputs
+	// against rows weight rows (IQ4_XS's panel order needs eight or more
+	// inputs, and rows in groups of eight); unset, it applies from two.
+	rowsNFor func(n, rows int) bool
 	// gemm, if set, multiplies batches of gemmMin or more inputs (gemm.go).
 	gemm *gemmSpec
 	// rows4, if set, multiplies a batch's inputs four at a time
@@ -54,7 +58,7 @@ var kernelFor = map[quant.Type]*kernel{
 	quant.Q2_K:   {block: 256, rows: rowLoop(dotQ2_KGo), rows4: q2_KRows4Go},
 	quant.Q3_K:   {block: 256, rows: rowLoop(dotQ3_KGo)},
 	quant.IQ4_NL: {block: 32, rows: rowLoop(dotIQ4_NLGo)},
-	quant.IQ4_XS: {block: 256, rows: rowLoop(dotIQ4_XSGo)},
+	quant.IQ4_XS: {block: 256, rows: rowLoop(dotIQ4_XSGo), rowsN: rowLoop(dotIQ4_XSPanelGo), rowsNFor: iqpApplies},
 }
 
 func roundF16(x float32) float32  { return quant.F16ToF32(quant.F32ToF16(x)) }
@@ -141,7 +145,7 @@ func (m *matTask) run(lo, hi int) {
 			m.k.rows4(w, m.stride, te-t, tile, nb, m.y[4*g*m.rows+t:], m.rows)
 		}
 		rows := m.k.rows
-		if len(m.x) > 1 && m.k.rowsN != nil {
+		if m.k.rowsN != nil && len(m.x) > 1 && (m.k.rowsNFor == nil || m.k.rowsNFor(len(m.x), m.rows)) {
 			rows = m.k.rowsN
 		}
 		for i := 4 * groups; i < len(m.x); i++ {
