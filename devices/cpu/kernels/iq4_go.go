@@ -24,8 +24,10 @@ import "hybrid/quant"
 //     times their scales), FMAs them into eight float lanes by d times the
 //     activation's scale, and adds the lanes at the end as hsum8 does.
 //
-// As for Q2_K and Q3_K there is no assembly yet; in Go they are bound by the
-// per-element table lookups (about 0.5 GB/s of weights on 2 Zen 5 threads).
+// In Go they are bound by the per-element table lookups (about 0.5 GB/s of
+// weights on one Zen 5 thread); lowbit_amd64.s has AVX2 row kernels that
+// give these functions' results to the bit, installed where the CPU has the
+// features (TestLowBitKernelBitIdentical).
 
 // iq4Nibbles returns the dot of 16 bytes of nibbles (elements j and j+16 in
 // byte j) with activations q[0:32], over elements [lo, hi) of each half.

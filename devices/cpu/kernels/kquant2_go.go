@@ -30,9 +30,11 @@ import (
 //     their scales), FMAs them into eight float lanes by d times the
 //     activation's scale, and adds the lanes at the end as hsum8 does.
 //
-// There is no assembly for them yet: in Go they are bound by the decoding of
-// each element, not by memory (on 2 Zen 5 threads about 0.35 GB/s of Q2_K
-// and 0.25 GB/s of Q3_K weights, BenchmarkLowBitMatVec).
+// In Go the row kernels are bound by the decoding of each element, not by
+// memory (on one Zen 5 thread about 0.35 GB/s of Q2_K and 0.25 GB/s of Q3_K
+// weights); lowbit_amd64.s has AVX2 row kernels that give their results to
+// the bit, installed where the CPU has the features
+// (TestLowBitKernelBitIdentical). rows4 has no assembly.
 
 // hsum8 adds eight float lanes as ggml's hsum_float_8 does: upper half plus
 // lower half, then lanes (0+2)+(1+3).
