@@ -133,6 +133,14 @@ var biasesOf = map[string][]string{
 	"qwen3": {"attn_q", "attn_k", "attn_v"},
 }
 
+// ArchNeox reports whether architecture arch rotates in the NEOX pairing
+// (llama.cpp's rope type for qwen2 and qwen3).
+func ArchNeox(arch string) bool { return arch == "qwen2" || arch == "qwen3" }
+
+// ArchQKNorm reports whether architecture arch RMS-normalises each head of
+// Q and K before its rope (qwen3).
+func ArchQKNorm(arch string) bool { return arch == "qwen3" }
+
 // BiasOf is the name of the bias vector of the weight named w
 // ("blk.0.attn_q.weight" → "blk.0.attn_q.bias").
 func BiasOf(w string) string { return strings.TrimSuffix(w, ".weight") + ".bias" }
@@ -238,15 +246,11 @@ func ConfigFrom(md Metadata, tensors map[string]TensorShape) (Config, error) {
 	if c.RopeDims%2 != 0 {
 		return c, fmt.Errorf("llama: %s.rope.dimension_count %d is odd", arch, c.RopeDims)
 	}
-	if arch != "llama" {
-		// llama.cpp's qwen graphs assert a whole-head rope, and rotate
-		// in the NEOX pairing.
-		if c.RopeDims != c.HeadDim {
-			return c, fmt.Errorf("llama: %s.rope.dimension_count %d is not the head size %d, which %s needs", arch, c.RopeDims, c.HeadDim, arch)
-		}
-		c.RopeNeox = true
+	c.RopeNeox, c.QKNorm = ArchNeox(arch), ArchQKNorm(arch)
+	if c.RopeNeox && c.RopeDims != c.HeadDim {
+		// llama.cpp's qwen graphs assert a whole-head rope.
+		return c, fmt.Errorf("llama: %s.rope.dimension_count %d is not the head size %d, which %s needs", arch, c.RopeDims, c.HeadDim, arch)
 	}
-	c.QKNorm = arch == "qwen3"
 	c.RopeBase = 10000
 	base, ok, err := lookupFloat(md, arch+".rope.freq_base")
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"hybrid/models/llama"
 )
 
 // Preset is the shape of a real model.
@@ -132,7 +134,7 @@ func (p Preset) Params() int64 {
 	if p.QKVBias {
 		perLayer += q + 2*kv
 	}
-	if p.Architecture() == "qwen3" {
+	if llama.ArchQKNorm(p.Architecture()) {
 		perLayer += 2 * int64(p.HeadSize())
 	}
 	embd := 2 * int64(p.Vocab) * d

@@ -39,7 +39,7 @@ func (p Preset) Config() llama.Config {
 		Arch: p.Architecture(), Layers: p.Layers, Dim: p.Dim, Heads: p.Heads, KVHeads: p.KVHeads,
 		HeadDim: hd, FFN: p.FFN, RopeDims: hd, RopeBase: p.RopeBase,
 		Eps: p.Eps, Context: p.Context, Vocab: p.Vocab, TiedOutput: p.Tied,
-		RopeNeox: p.Architecture() != "llama", QKNorm: p.Architecture() == "qwen3",
+		RopeNeox: llama.ArchNeox(p.Architecture()), QKNorm: llama.ArchQKNorm(p.Architecture()),
 	}
 	if f := p.RopeFreqs(); f != nil {
 		c.HasRopeFreqs, c.RopeFreqs = true, f
