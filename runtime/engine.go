@@ -70,7 +70,7 @@ type Engine struct {
 
 	mu     sync.Mutex
 	closed bool
-	held   int // jobs queued or running: at most Slots+Queue
+	held   int            // jobs queued or running: at most Slots+Queue
 	wg     sync.WaitGroup // the scheduler
 	stop   chan struct{}  // closed by Close: cancel what is left
 }
