@@ -22,6 +22,11 @@ type Info struct {
 	// Memory is the bytes it can hold (weights, KV cache, buffers); 0 means
 	// no fixed budget (host memory).
 	Memory int64
+	// Free is the bytes of Memory not in use by anyone when the device was
+	// opened (a GPU shared with other processes has less than Memory); 0
+	// means unknown, read as Memory. A policy's `memory: {cuda: auto}` caps
+	// the device at it, less a margin.
+	Free int64
 	// Detail is one human line: the hardware, its threads, its profile.
 	Detail string
 	// Precision is the arithmetic the device computes in: "" or "f32" for
