@@ -128,3 +128,15 @@ type Device interface {
 
 // ErrUnsupported is wrapped by Supports' errors.
 var ErrUnsupported = errors.New("unsupported")
+
+// PeerCopier is implemented by devices that can copy a buffer straight into
+// another device's buffer, without staging it in host memory (GPUs of one
+// host, peer to peer over NVLink or PCIe). The copy keeps the order of both
+// devices' work, as Write and Read do: after the ops run before it on either
+// device, before the ops run after it.
+type PeerCopier interface {
+	// CopyTo copies the first n elements of src, on this device, into dst
+	// on device to. ok is false, with nothing done, when this device cannot
+	// copy to that one directly; the caller then copies through the host.
+	CopyTo(to Device, dst, src Buffer, n int) (ok bool, err error)
+}

@@ -253,14 +253,7 @@ func (e *Executor) copy(c *compiled, cp copyStep) error {
 		}
 		from, to = devices.Host, cp.to.Info()
 	default:
-		if cap(e.host) < n {
-			e.host = make([]float32, n)
-		}
-		h := e.host[:n]
-		if err := cp.from.Read(h, cp.src); err != nil {
-			return err
-		}
-		if err := cp.to.Write(cp.dst, h); err != nil {
+		if err := transfer(cp.from, cp.to, cp.dst, cp.src, n, &e.host); err != nil {
 			return err
 		}
 		from, to = cp.from.Info(), cp.to.Info()
@@ -271,6 +264,29 @@ func (e *Executor) copy(c *compiled, cp copyStep) error {
 	}
 	e.Stats.copy(from.Name, to.Name, 4*int64(n), el)
 	return nil
+}
+
+// transfer copies n elements of src on from into dst on to: peer to peer
+// when from can (devices.PeerCopier), else through host memory (host is the
+// scratch, grown as needed).
+func transfer(from, to devices.Device, dst, src devices.Buffer, n int, host *[]float32) error {
+	if pc, ok := from.(devices.PeerCopier); ok {
+		done, err := pc.CopyTo(to, dst, src, n)
+		if err != nil {
+			return fmt.Errorf("runtime: copy %s -> %s: %w", from.Name(), to.Name(), err)
+		}
+		if done {
+			return nil
+		}
+	}
+	if cap(*host) < n {
+		*host = make([]float32, n)
+	}
+	h := (*host)[:n]
+	if err := from.Read(h, src); err != nil {
+		return err
+	}
+	return to.Write(dst, h)
 }
 
 // Prefill runs the prompt in steps of at most MaxBatch tokens from position pos

@@ -120,8 +120,9 @@ func timeStep(ex *Executor, toks []int32, steps int) (time.Duration, error) {
 	return time.Since(start) / time.Duration(steps), nil
 }
 
-// measureCopy times copies of 1 Ki and 1 Mi floats from a to b through host
-// memory, as the executor makes them (wait for a, read from a, write to b),
+// measureCopy times copies of 1 Ki and 1 Mi floats from a to b as the
+// executor makes them (wait for a, then peer to peer where a can, else read
+// from a and write to b through host memory),
 // and fits latency + bytes/bandwidth through the two points.
 func measureCopy(a, b devices.Device) (planner.CopyFit, error) {
 	sizes := []int{1 << 10, 1 << 20}
@@ -135,17 +136,14 @@ func measureCopy(a, b devices.Device) (planner.CopyFit, error) {
 		if err != nil {
 			return planner.CopyFit{}, err
 		}
-		h := make([]float32, n)
+		var h []float32
 		reps := max(3, (64<<20)/(4*n))
 		start := time.Now()
 		for r := 0; r < reps; r++ {
 			if err := a.Sync(); err != nil {
 				return planner.CopyFit{}, err
 			}
-			if err := a.Read(h, src); err != nil {
-				return planner.CopyFit{}, err
-			}
-			if err := b.Write(dst, h); err != nil {
+			if err := transfer(a, b, dst, src, n, &h); err != nil {
 				return planner.CopyFit{}, err
 			}
 		}

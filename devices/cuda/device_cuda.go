@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -50,13 +51,80 @@ func Open() ([]devices.Device, error) {
 		}
 		devs = append(devs, d)
 	}
+	connectPeers(devs)
 	return devs, nil
+}
+
+// connectPeers enables peer access between every pair of GPUs that allow it
+// (NVLink, or PCIe peer to peer), so that CopyTo goes straight from one to
+// the other; a pair that does not is left to the driver, which stages such
+// copies through host memory.
+func connectPeers(devs []devices.Device) {
+	for _, a := range devs {
+		for _, b := range devs {
+			da, db := a.(*Device), b.(*Device)
+			if da == db {
+				continue
+			}
+			err := da.do(func() error {
+				can, err := canAccessPeer(da.cudev, db.cudev)
+				if err != nil || !can {
+					return err
+				}
+				if err := enablePeer(db.ctx); err != nil {
+					return err
+				}
+				da.peers = append(da.peers, db.name)
+				return nil
+			})
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "cuda: %s -> %s: no peer access (%v); copies between them go through host memory\n", da.name, db.name, err)
+			}
+		}
+	}
+}
+
+// CopyTo implements devices.PeerCopier: a copy from this GPU into another
+// GPU's buffer, peer to peer where connectPeers enabled it (the driver
+// stages it through host memory otherwise). Ops queued on to are launched
+// first, so that the copy does not overwrite a buffer they read.
+func (d *Device) CopyTo(to devices.Device, dst, src devices.Buffer, n int) (bool, error) {
+	t, ok := to.(*Device)
+	if !ok || t == d {
+		return false, nil
+	}
+	sb, err := d.buf(src)
+	if err != nil {
+		return true, err
+	}
+	db, err := t.buf(dst)
+	if err != nil {
+		return true, err
+	}
+	if n > sb.n || n > db.n {
+		return true, fmt.Errorf("cuda: copy of %d elements from a buffer of %d to one of %d", n, sb.n, db.n)
+	}
+	if n == 0 {
+		return true, nil
+	}
+	if err := t.do(func() error { return nil }); err != nil {
+		return true, err
+	}
+	return true, d.do(func() error {
+		if err := memcpyPeer(db.ptr, t.ctx, sb.ptr, d.ctx, 4*int64(n)); err != nil {
+			return fmt.Errorf("cuda: copy of %d elements %s -> %s: %w", n, d.name, t.name, err)
+		}
+		return nil
+	})
 }
 
 // Device is one GPU with its own context, kernels, weights and buffers.
 type Device struct {
 	name, gpu string
 	total     int64
+	free      int64 // bytes free right after the context was made
+	cudev     gpuHandle
+	peers     []string // GPUs this one copies to peer to peer (set by Open)
 
 	mu     sync.Mutex // serialises sends to work and guards closed and queue
 	work   chan item
@@ -138,11 +206,14 @@ func New(ordinal int) (*Device, error) {
 		if err != nil {
 			return err
 		}
-		d.gpu, d.total = name, total
+		d.gpu, d.total, d.cudev = name, total, dev
 		if d.ctx, err = newContext(dev); err != nil {
 			return err
 		}
 		d.hasCtx = true
+		if d.free, err = memFreeBytes(); err != nil {
+			return err
+		}
 		if d.stream, err = newStream(); err != nil {
 			return err
 		}
@@ -206,7 +277,11 @@ func (d *Device) Name() string { return d.name }
 
 // Info implements devices.Device.
 func (d *Device) Info() devices.Info {
-	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, KVBytes: 2, FusionWindow: fusionWindow, Detail: fmt.Sprintf("%s, %.1f GiB, PTX compute_80 kernels, f16 KV cache", d.gpu, float64(d.total)/(1<<30))}
+	detail := fmt.Sprintf("%s, %.1f GiB (%.1f free), PTX compute_80 kernels, f16 KV cache", d.gpu, float64(d.total)/(1<<30), float64(d.free)/(1<<30))
+	if len(d.peers) > 0 {
+		detail += ", peer to peer with " + strings.Join(d.peers, ", ")
+	}
+	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, Free: d.free, KVBytes: 2, FusionWindow: fusionWindow, Detail: detail}
 }
 
 // Supports implements devices.Device.

@@ -26,6 +26,15 @@ static CUresult hy_mem_free(CUdeviceptr p) { return cuMemFree(p); }
 static CUresult hy_htod(CUdeviceptr d, const void *s, size_t n) { return cuMemcpyHtoD(d, s, n); }
 static CUresult hy_dtoh(void *d, CUdeviceptr s, size_t n) { return cuMemcpyDtoH(d, s, n); }
 static CUresult hy_total_mem(size_t *n, CUdevice d) { return cuDeviceTotalMem(n, d); }
+static CUresult hy_mem_info(size_t *free, size_t *total) { return cuMemGetInfo(free, total); }
+static CUresult hy_can_peer(int *can, CUdevice a, CUdevice b) { return cuDeviceCanAccessPeer(can, a, b); }
+static CUresult hy_enable_peer(CUcontext peer) {
+	CUresult r = cuCtxEnablePeerAccess(peer, 0);
+	return r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED ? CUDA_SUCCESS : r;
+}
+static CUresult hy_memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n) {
+	return cuMemcpyPeer(dst, dctx, src, sctx, n);
+}
 */
 import "C"
 
@@ -85,6 +94,37 @@ func gpuInfo(ordinal int) (C.CUdevice, string, int64, error) {
 		return dev, "", 0, err
 	}
 	return dev, C.GoString(&name[0]), int64(mem), nil
+}
+
+// gpuHandle is a GPU as the driver names it.
+type gpuHandle = C.CUdevice
+
+// memFreeBytes is the free memory of the current context's GPU, in bytes.
+func memFreeBytes() (int64, error) {
+	var free, total C.size_t
+	err := cuErr("cuMemGetInfo", C.hy_mem_info(&free, &total))
+	return int64(free), err
+}
+
+// canAccessPeer reports whether GPU a can address GPU b's memory directly.
+func canAccessPeer(a, b gpuHandle) (bool, error) {
+	var can C.int
+	err := cuErr("cuDeviceCanAccessPeer", C.hy_can_peer(&can, a, b))
+	return can != 0, err
+}
+
+// enablePeer lets the current context address peer's memory.
+func enablePeer(peer context) error {
+	return cuErr("cuCtxEnablePeerAccess", C.hy_enable_peer(peer.c))
+}
+
+// memcpyPeer copies n bytes from src in context sctx to dst in context dctx.
+// It is asynchronous to the host and ordered with all work of both contexts
+// (and the current one) on streams that synchronise with the legacy default
+// stream, as the device's stream does: after what was launched before it,
+// before what is launched after it.
+func memcpyPeer(dst dptr, dctx context, src dptr, sctx context, n int64) error {
+	return cuErr("cuMemcpyPeer", C.hy_memcpy_peer(C.CUdeviceptr(dst), dctx.c, C.CUdeviceptr(src), sctx.c, C.size_t(n)))
 }
 
 // context is a CUDA context, current on the thread that made it.
