@@ -3,9 +3,11 @@ module hybrid
 go 1.26.8
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/ebitengine/purego v0.11.3
 	github.com/jedib0t/go-pretty/v6 v6.8.3
 	github.com/nikolalohinski/gonja/v2 v2.9.1
+	golang.org/x/term v0.29.0
 	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1
 )
@@ -22,6 +24,5 @@ require (
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	golang.org/x/exp v0.0.0-20240719175910-8a7402abbf56 // indirect
 	golang.org/x/sys v0.32.0 // indirect
-	golang.org/x/term v0.29.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 )

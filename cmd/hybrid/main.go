@@ -36,6 +36,8 @@ var commands = []command{
 	{"synth", "write a synthetic model of a real shape with random weights", synthCmd},
 	{"verify", "check a device's ops and generation against the CPU device", verifyCmd},
 	{"tokenize", "print the tokens of a text (llama-tokenize style)", tokenizeCmd},
+	{"serve", "serve the OpenAI API (chat and completions) over HTTP", serveCmd},
+	{"chat", "chat with a model in the terminal, through its chat template", chatCmd},
 }
 
 func main() {
