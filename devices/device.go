@@ -40,6 +40,10 @@ type Info struct {
 	// for an f16 cache (the CPU device, as llama.cpp's default), 4 for f32.
 	// 0 means the default, f16. The planner sizes the cache with it.
 	KVBytes int
+	// Sequences is true for a device that runs steps of several sequences
+	// sharing its KV cache (ops.Step's Base and Rows: a server's slots,
+	// batched decode); a device without it refuses such steps.
+	Sequences bool
 	// FusionWindow is how many ops after a value's last reader the device
 	// may still be reading it: a device that launches up to k neighbouring
 	// ops as one kernel (the CUDA device fuses a decode step's ops in

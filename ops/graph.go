@@ -113,7 +113,63 @@ type Graph struct {
 
 // Step is what changes between runs of the same graph shape: the tokens and the
 // position of the first one.
+//
+// Several sequences (a server's slots) share one KV cache of
+// AttnParams.Context cells, each a range of cells of its own: Base is the
+// first cell of the step's sequence, and token i sits at position Pos+i
+// (its rotation) in cell Base+Pos+i. With Rows set, the step is a batch of
+// len(Tokens) sequences decoding one token each: Tokens[i] sits at position
+// Rows[i].Pos of the sequence whose cells start at Rows[i].Base, and Pos and
+// Base are unused. A device that cannot run such steps says so in
+// devices.Info.Sequences.
 type Step struct {
 	Tokens []int32
 	Pos    int
+	Base   int
+	Rows   []Row
+}
+
+// Row is one token of a batched step: its position in its sequence, and the
+// first KV cache cell of that sequence.
+type Row struct {
+	Pos, Base int
+}
+
+// PosOf is token i's position in its sequence.
+func (s Step) PosOf(i int) int {
+	if s.Rows != nil {
+		return s.Rows[i].Pos
+	}
+	return s.Pos + i
+}
+
+// CellOf is the KV cache cell of token i.
+func (s Step) CellOf(i int) int {
+	if s.Rows != nil {
+		return s.Rows[i].Base + s.Rows[i].Pos
+	}
+	return s.Base + s.Pos + i
+}
+
+// Multi reports whether the step uses the cells of a sequence other than
+// the first, or several sequences: what a device without
+// devices.Info.Sequences refuses.
+func (s Step) Multi() bool { return s.Rows != nil || s.Base != 0 }
+
+// CheckCells checks that every token's cell lies in a cache of ctx cells
+// and its position in its sequence's cells.
+func (s Step) CheckCells(ctx int) error {
+	if s.Rows != nil && len(s.Rows) != len(s.Tokens) {
+		return fmt.Errorf("ops: a batched step of %d tokens has %d rows", len(s.Tokens), len(s.Rows))
+	}
+	for i := range s.Tokens {
+		base, pos := s.Base, s.Pos+i
+		if s.Rows != nil {
+			base, pos = s.Rows[i].Base, s.Rows[i].Pos
+		}
+		if base < 0 || pos < 0 || base+pos >= ctx {
+			return fmt.Errorf("ops: token %d at position %d of the sequence at cell %d is outside the cache of %d cells", i, pos, base, ctx)
+		}
+	}
+	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"hybrid/ops"
 )
 
 // MaxSlots bounds EngineOptions.Slots.
@@ -55,18 +57,30 @@ type Finish struct {
 	Reason       string
 	PromptTokens int
 	Tokens       int // generated and emitted
+	// Cached is how many of the prompt's tokens the slot's cache already
+	// held (a conversation one turn on), which were not run again.
+	Cached int
 	// QueueMs is the time spent waiting for a slot; PrefillMs the prompt's
 	// steps; DecodeMs the rest.
 	QueueMs, PrefillMs, DecodeMs float64
 }
 
 // Engine serves generations for many callers on one Executor: requests
-// wait in a bounded queue for a slot, and a scheduler goroutine runs them.
-// Generate may be called from any goroutine.
+// wait in a bounded queue for one of its slots, and a scheduler goroutine
+// runs them. The slots share the executor's KV cache, each a range of
+// Context()/Slots cells, as llama-server's -np does with its -c. Every
+// decode step runs all active slots together: one batched step (the
+// mat-muls with one row per slot, attention per slot); a new request joins
+// at the next step, after its prompt's prefill, and a finished or cancelled
+// one leaves and frees its slot. A slot keeps the tokens its cache holds,
+// and a request that starts with them (the same conversation, one turn on)
+// prefills only the rest. Generate may be called from any goroutine.
 type Engine struct {
 	x     *Executor
 	opts  EngineOptions
 	queue chan *job
+	slots []slot
+	n     int // each slot's cells
 
 	mu     sync.Mutex
 	closed bool
@@ -75,11 +89,24 @@ type Engine struct {
 	stop   chan struct{}  // closed by Close: cancel what is left
 }
 
+// slot is one sequence's place in the cache.
+type slot struct {
+	base   int
+	cached []int32 // the tokens whose keys and values its cells hold, in order
+	job    *job    // running, or nil
+	// The running job's state.
+	sampler *Sampler
+	history []int32
+	next    int32 // the token sampled last, to feed at the next step
+	made    int   // tokens generated
+	t0      time.Time
+}
+
 // job is a request on its way through the engine.
 type job struct {
 	ctx      context.Context
 	req      Request
-	tokens   chan int32 // generated tokens, in order; closed when done
+	out      outbox // generated tokens, in order
 	fin      Finish
 	err      error
 	queued   time.Time
@@ -87,8 +114,59 @@ type job struct {
 	finished chan struct{}
 }
 
+// outbox is an unbounded queue of tokens from the scheduler to a caller, so
+// that a slow caller never holds up the other slots.
+type outbox struct {
+	mu     sync.Mutex
+	ids    []int32
+	closed bool
+	wake   chan struct{} // capacity 1: something new
+}
+
+func (o *outbox) push(id int32) {
+	o.mu.Lock()
+	o.ids = append(o.ids, id)
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (o *outbox) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take waits for tokens and returns them; ok is false once the box is
+// closed and empty.
+func (o *outbox) take(buf []int32) (ids []int32, ok bool) {
+	for {
+		o.mu.Lock()
+		if len(o.ids) > 0 {
+			ids = append(buf[:0], o.ids...)
+			o.ids = o.ids[:0]
+			o.mu.Unlock()
+			return ids, true
+		}
+		if o.closed {
+			o.mu.Unlock()
+			return nil, false
+		}
+		o.mu.Unlock()
+		<-o.wake
+	}
+}
+
 // NewEngine starts an engine on x. The engine owns x from now on: nothing
-// else may run steps on it until Close returns.
+// else may run steps on it until Close returns. With more than one slot
+// every device of x must run steps of several sequences
+// (devices.Info.Sequences), and each slot gets Context()/Slots cells.
 func NewEngine(x *Executor, o EngineOptions) (*Engine, error) {
 	if o.Slots < 1 || o.Slots > MaxSlots {
 		return nil, fmt.Errorf("runtime: slots %d must be 1..%d", o.Slots, MaxSlots)
@@ -96,10 +174,22 @@ func NewEngine(x *Executor, o EngineOptions) (*Engine, error) {
 	if o.Queue < 0 || o.Queue > MaxQueue {
 		return nil, fmt.Errorf("runtime: queue %d must be 0..%d", o.Queue, MaxQueue)
 	}
-	if o.Slots > 1 {
-		return nil, fmt.Errorf("runtime: %d slots: sequences decoded together are not built yet; use 1", o.Slots)
+	n := x.ctx / o.Slots
+	if n < 1 {
+		return nil, fmt.Errorf("runtime: %d slots do not fit a context of %d tokens", o.Slots, x.ctx)
 	}
-	e := &Engine{x: x, opts: o, queue: make(chan *job, o.Queue+o.Slots), stop: make(chan struct{})}
+	if o.Slots > 1 {
+		for _, d := range x.devs {
+			if !d.Info().Sequences {
+				return nil, fmt.Errorf("runtime: %d slots: %s does not run steps of several sequences yet; use one slot, or a policy without it", o.Slots, d.Name())
+			}
+		}
+	}
+	e := &Engine{x: x, opts: o, queue: make(chan *job, o.Queue+o.Slots), stop: make(chan struct{}), n: n}
+	e.slots = make([]slot, o.Slots)
+	for i := range e.slots {
+		e.slots[i].base = i * n
+	}
 	e.wg.Add(1)
 	go e.run()
 	return e, nil
@@ -110,7 +200,7 @@ func (e *Engine) Slots() int { return e.opts.Slots }
 
 // Context is each slot's context in tokens: a prompt plus its generated
 // tokens must fit it.
-func (e *Engine) Context() int { return e.x.ctx }
+func (e *Engine) Context() int { return e.n }
 
 // Generate queues r and waits for it to run, calling emit with each
 // generated token, in order, on the caller's goroutine (a slow emit holds
@@ -129,8 +219,8 @@ func (e *Engine) Generate(ctx context.Context, r Request, emit func(id int32) bo
 	if len(r.Prompt) == 0 {
 		return Finish{}, fmt.Errorf("runtime: the prompt is empty")
 	}
-	if len(r.Prompt) > e.x.ctx {
-		return Finish{}, &ContextError{Tokens: len(r.Prompt), Context: e.x.ctx}
+	if len(r.Prompt) > e.n {
+		return Finish{}, &ContextError{Tokens: len(r.Prompt), Context: e.n}
 	}
 	if r.MaxTokens < 0 {
 		return Finish{}, fmt.Errorf("runtime: max tokens %d must be >= 0", r.MaxTokens)
@@ -138,7 +228,7 @@ func (e *Engine) Generate(ctx context.Context, r Request, emit func(id int32) bo
 	if err := r.Sampler.Validate(); err != nil {
 		return Finish{}, err
 	}
-	j := &job{ctx: ctx, req: r, tokens: make(chan int32, 64), queued: time.Now(), finished: make(chan struct{})}
+	j := &job{ctx: ctx, req: r, out: outbox{wake: make(chan struct{}, 1)}, queued: time.Now(), finished: make(chan struct{})}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -152,15 +242,23 @@ func (e *Engine) Generate(ctx context.Context, r Request, emit func(id int32) bo
 	e.queue <- j // never blocks: the channel has room for every held job
 	e.mu.Unlock()
 	n := 0
-	for id := range j.tokens {
-		if j.cancel.Load() {
-			continue // drain what the scheduler sent before it saw the flag
+	var buf []int32
+	for {
+		ids, ok := j.out.take(buf)
+		if !ok {
+			break
 		}
-		if !emit(id) {
-			j.cancel.Store(true)
-			continue
+		buf = ids
+		for _, id := range ids {
+			if j.cancel.Load() {
+				break // drop what the scheduler made before it saw the flag
+			}
+			if !emit(id) {
+				j.cancel.Store(true)
+				break
+			}
+			n++
 		}
-		n++
 	}
 	<-j.finished
 	if j.cancel.Load() && j.err == nil {
@@ -204,11 +302,49 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 }
 
-// run is the scheduler: it takes queued jobs in order and runs each.
+// run is the scheduler: it admits queued jobs into free slots (each
+// prefilled on its own) and runs a decode step of every active slot
+// together, until the queue is closed and every slot is done.
 func (e *Engine) run() {
 	defer e.wg.Done()
-	for j := range e.queue {
-		e.runJob(j)
+	queue := e.queue
+	for {
+		active := 0
+		for i := range e.slots {
+			if e.slots[i].job != nil {
+				active++
+			}
+		}
+		// Admit: wait for a job when nothing runs, else take what is there.
+		for active < len(e.slots) && queue != nil {
+			var j *job
+			ok := true
+			if active == 0 {
+				j, ok = <-queue
+			} else {
+				select {
+				case j, ok = <-queue:
+				default:
+				}
+			}
+			if !ok {
+				queue = nil
+				break
+			}
+			if j == nil {
+				break // none waiting: run the active slots
+			}
+			if e.start(j) {
+				active++
+			}
+		}
+		if active == 0 {
+			if queue == nil {
+				return
+			}
+			continue
+		}
+		e.step()
 	}
 }
 
@@ -227,70 +363,162 @@ func (e *Engine) cancelled(j *job) bool {
 	}
 }
 
-// runJob runs one generation to its end and closes its channels.
-func (e *Engine) runJob(j *job) {
-	defer func() {
-		e.mu.Lock()
-		e.held--
-		e.mu.Unlock()
-		close(j.finished)
-	}()
-	defer close(j.tokens)
+// end finishes the job of slot s with reason (or err).
+func (e *Engine) end(s *slot, reason string, err error) {
+	j := s.job
+	s.job = nil
+	if err != nil {
+		j.err = err
+		s.cached = s.cached[:0] // the cache's state is unknown
+	}
+	if reason != "" {
+		j.fin.Reason = reason
+	}
+	if !s.t0.IsZero() {
+		j.fin.DecodeMs = ms(time.Since(s.t0))
+	}
+	e.release(j)
+}
+
+// release closes a job's channels and frees its place in the count.
+func (e *Engine) release(j *job) {
+	e.mu.Lock()
+	e.held--
+	e.mu.Unlock()
+	j.out.close()
+	close(j.finished)
+}
+
+// start puts j in a free slot, prefills its prompt and emits its first
+// token; it reports whether j is running afterwards.
+func (e *Engine) start(j *job) bool {
 	r := j.req
 	j.fin = Finish{PromptTokens: len(r.Prompt), Reason: FinishLength}
 	j.fin.QueueMs = ms(time.Since(j.queued))
 	if e.cancelled(j) {
 		j.fin.Reason = FinishCancelled
-		return
+		e.release(j)
+		return false
 	}
-	s, err := NewSampler(r.Sampler)
+	sampler, err := NewSampler(r.Sampler)
 	if err != nil {
 		j.err = err
-		return
+		e.release(j)
+		return false
 	}
+	// The free slot whose cache shares the longest prefix with the prompt.
+	best, keep := -1, -1
+	for i := range e.slots {
+		if e.slots[i].job != nil {
+			continue
+		}
+		if k := commonPrefix(e.slots[i].cached, r.Prompt); k > keep {
+			best, keep = i, k
+		}
+	}
+	s := &e.slots[best]
+	// At least the prompt's last token is run, for its logits.
+	keep = min(keep, len(r.Prompt)-1)
+	*s = slot{base: s.base, cached: s.cached[:keep], job: j, sampler: sampler,
+		history: append([]int32(nil), r.Prompt...)}
+	j.fin.Cached = keep
 	t0 := time.Now()
-	logits, err := e.x.Prefill(r.Prompt, 0)
-	if err != nil {
-		j.err = err
+	var logits []float32
+	rest := r.Prompt[keep:]
+	for i := 0; i < len(rest); i += MaxBatch {
+		k := min(i+MaxBatch, len(rest))
+		if logits, err = e.x.ForwardSeq(rest[i:k], keep+i, s.base); err != nil {
+			e.end(s, "", err)
+			return false
+		}
+	}
+	s.cached = append(s.cached, rest...)
+	j.fin.PrefillMs = ms(time.Since(t0))
+	s.t0 = time.Now()
+	return e.emit(s, logits)
+}
+
+// emit samples slot s's next token from logits and hands it over, or ends
+// the job; it reports whether the job goes on.
+func (e *Engine) emit(s *slot, logits []float32) bool {
+	j := s.job
+	if e.cancelled(j) {
+		e.end(s, FinishCancelled, nil)
+		return false
+	}
+	id := s.sampler.Sample(logits, s.history)
+	if e.x.m.Tokenizer.IsEOG(id) {
+		e.end(s, FinishStop, nil)
+		return false
+	}
+	s.history = append(s.history, id)
+	j.out.push(id)
+	s.made++
+	if j.req.MaxTokens > 0 && s.made == j.req.MaxTokens {
+		e.end(s, FinishLength, nil)
+		return false
+	}
+	if len(s.cached) >= e.n {
+		e.end(s, FinishContext, nil)
+		return false
+	}
+	s.next = id
+	return true
+}
+
+// step runs one decode step of every active slot: alone as a decode step
+// of its sequence, or together as one batched step.
+func (e *Engine) step() {
+	var act []*slot
+	for i := range e.slots {
+		if s := &e.slots[i]; s.job != nil {
+			if e.cancelled(s.job) {
+				e.end(s, FinishCancelled, nil)
+				continue
+			}
+			act = append(act, s)
+		}
+	}
+	switch len(act) {
+	case 0:
+		return
+	case 1:
+		s := act[0]
+		logits, err := e.x.ForwardSeq([]int32{s.next}, len(s.cached), s.base)
+		if err != nil {
+			e.end(s, "", err)
+			return
+		}
+		s.cached = append(s.cached, s.next)
+		e.emit(s, logits)
 		return
 	}
-	j.fin.PrefillMs = ms(time.Since(t0))
-	t0 = time.Now()
-	defer func() { j.fin.DecodeMs = ms(time.Since(t0)) }()
-	tok := e.x.m.Tokenizer
-	history := append([]int32(nil), r.Prompt...)
-	pos := len(r.Prompt)
-	for n := 0; r.MaxTokens == 0 || n < r.MaxTokens; n++ {
-		if e.cancelled(j) {
-			j.fin.Reason = FinishCancelled
-			return
-		}
-		id := s.Sample(logits, history)
-		if tok.IsEOG(id) {
-			j.fin.Reason = FinishStop
-			return
-		}
-		history = append(history, id)
-		select {
-		case j.tokens <- id:
-		case <-j.ctx.Done():
-			j.fin.Reason = FinishCancelled
-			return
-		case <-e.stop:
-			j.fin.Reason = FinishCancelled
-			return
-		}
-		if r.MaxTokens > 0 && n+1 == r.MaxTokens {
-			return
-		}
-		if pos >= e.x.ctx {
-			j.fin.Reason = FinishContext
-			return
-		}
-		if logits, err = e.x.Forward([]int32{id}, pos); err != nil {
-			j.err = err
-			return
-		}
-		pos++
+	toks := make([]int32, len(act))
+	rows := make([]ops.Row, len(act))
+	for i, s := range act {
+		toks[i], rows[i] = s.next, ops.Row{Pos: len(s.cached), Base: s.base}
 	}
+	logits, err := e.x.ForwardRows(toks, rows)
+	if err != nil {
+		for _, s := range act {
+			e.end(s, "", err)
+		}
+		return
+	}
+	v := len(logits) / len(act)
+	for i, s := range act {
+		s.cached = append(s.cached, s.next)
+		e.emit(s, logits[i*v:(i+1)*v])
+	}
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }

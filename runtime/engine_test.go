@@ -98,3 +98,76 @@ func TestEngineCancelAndBusy(t *testing.T) {
 		t.Fatalf("after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestEngineSlotsMatchSingleRuns runs eight requests at once on four and on
+// eight slots (batched decode steps, requests joining as others leave) and
+// checks each one's greedy tokens against a run of its prompt alone; then
+// that a request that continues an earlier one reuses its cached prompt.
+func TestEngineSlotsMatchSingleRuns(t *testing.T) {
+	m := builtinModel(t)
+	prompts := []string{"Once upon a time", "The cat", "Lily and Tom went to the park. They", "One day", "Tim had a big red ball", "The sun was", "A little girl", "Mom said"}
+	greedy := SamplerConfig{TopP: 1, RepeatPenalty: 1}
+	ref, err := NewExecutor(m, cpu.New("cpu", 1), 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([][]int32, len(prompts))
+	for i, p := range prompts {
+		r, err := ref.Generate(GenerateOptions{Prompt: p, MaxTokens: 12 + 5*i, Sampler: greedy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = r.Tokens
+	}
+	for _, slots := range []int{4, 8} {
+		x, err := NewExecutor(m, cpu.New("cpu", 2), 256*slots)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewEngine(x, EngineOptions{Slots: slots, Queue: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Context() != 256 {
+			t.Fatalf("slot context %d, want 256", e.Context())
+		}
+		got := make([][]int32, len(prompts))
+		errs := make(chan error, len(prompts))
+		for i, p := range prompts {
+			go func() {
+				_, err := e.Generate(context.Background(), Request{Prompt: m.Tokenizer.Encode(p, true), MaxTokens: 12 + 5*i, Sampler: greedy},
+					func(id int32) bool { got[i] = append(got[i], id); return true })
+				errs <- err
+			}()
+		}
+		for range prompts {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range prompts {
+			if !slices.Equal(got[i], want[i]) {
+				t.Errorf("%d slots, prompt %q: %v, alone %v", slots, prompts[i], got[i], want[i])
+			}
+		}
+		if x.Stats.Steps >= len(prompts)*(12+5*len(prompts)) {
+			t.Errorf("%d slots: %d steps for %d requests: decode steps were not shared", slots, x.Stats.Steps, len(prompts))
+		}
+		// The same conversation one turn on: its prompt starts with what a
+		// slot's cache holds.
+		first := m.Tokenizer.Encode("Once upon a time", true)
+		var out []int32
+		if _, err := e.Generate(context.Background(), Request{Prompt: first, MaxTokens: 8, Sampler: greedy}, func(id int32) bool { out = append(out, id); return true }); err != nil {
+			t.Fatal(err)
+		}
+		next := append(append(slices.Clone(first), out[:7]...), m.Tokenizer.Encode(" The end", false)...)
+		fin, err := e.Generate(context.Background(), Request{Prompt: next, MaxTokens: 4, Sampler: greedy}, func(int32) bool { return true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fin.Cached != len(first)+7 {
+			t.Errorf("%d slots: %d prompt tokens reused, want %d", slots, fin.Cached, len(first)+7)
+		}
+		e.Close(context.Background())
+	}
+}

@@ -47,8 +47,10 @@ type Executor struct {
 	ctx    int
 	steps  map[int]*compiled
 	logits []float32
-	host   []float32 // scratch for copies through the host
-	Stats  Stats
+	// rowLogits holds a batched step's logits, every row's.
+	rowLogits []float32
+	host      []float32 // scratch for copies through the host
+	Stats     Stats
 }
 
 // compiled is a step's graph with every op's device, buffers and copies.
@@ -186,18 +188,60 @@ func (e *Executor) Forward(tokens []int32, pos int) ([]float32, error) {
 }
 
 func (e *Executor) forward(tokens []int32, pos int) ([]float32, error) {
+	return e.forwardStep(ops.Step{Tokens: tokens, Pos: pos})
+}
+
+// ForwardSeq is Forward for the sequence whose KV cache cells start at
+// base (a slot of an Engine): positions pos.. of that sequence, in cells
+// base+pos.. of the cache.
+func (e *Executor) ForwardSeq(tokens []int32, pos, base int) ([]float32, error) {
+	if err := e.m.File.Check(); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	return e.forwardStep(ops.Step{Tokens: tokens, Pos: pos, Base: base})
+}
+
+// ForwardRows runs a batched step: len(tokens) sequences decoding one token
+// each, token i at rows[i] (its position and its sequence's first cell). It
+// returns every row's logits, row after row (len(tokens) × vocabulary); the
+// slice is reused by the next call.
+func (e *Executor) ForwardRows(tokens []int32, rows []ops.Row) ([]float32, error) {
+	if err := e.m.File.Check(); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	if len(rows) != len(tokens) {
+		return nil, fmt.Errorf("runtime: a batched step of %d tokens has %d rows", len(tokens), len(rows))
+	}
+	return e.forwardStep(ops.Step{Tokens: tokens, Rows: rows})
+}
+
+func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {
+	tokens := st.Tokens
 	n := len(tokens)
 	if n == 0 || n > MaxBatch {
 		return nil, fmt.Errorf("runtime: a step takes 1..%d tokens, got %d", MaxBatch, n)
 	}
-	if pos < 0 || pos+n > e.ctx {
-		return nil, fmt.Errorf("runtime: positions %d..%d exceed the context of %d tokens", pos, pos+n-1, e.ctx)
+	if st.Rows == nil && st.Base == 0 && (st.Pos < 0 || st.Pos+n > e.ctx) {
+		return nil, fmt.Errorf("runtime: positions %d..%d exceed the context of %d tokens", st.Pos, st.Pos+n-1, e.ctx)
 	}
-	c, err := e.compile(n)
+	if err := st.CheckCells(e.ctx); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	key := n
+	if st.Rows != nil {
+		key = -n
+	}
+	if st.Multi() {
+		for _, d := range e.devs {
+			if !d.Info().Sequences {
+				return nil, fmt.Errorf("runtime: %s does not run steps of several sequences (server slots); use a policy without it, or one slot", d.Name())
+			}
+		}
+	}
+	c, err := e.compile(key)
 	if err != nil {
 		return nil, err
 	}
-	st := ops.Step{Tokens: tokens, Pos: pos}
 	for _, op := range c.g.Ops {
 		for _, cp := range c.pre[op.ID] {
 			if err := e.copy(c, cp); err != nil {
@@ -228,11 +272,18 @@ func (e *Executor) forward(tokens []int32, pos int) ([]float32, error) {
 	// Read waits for the ops run before it (devices.Device), so no Sync: on
 	// a GPU each is a hand-over to the device's thread and back.
 	out := c.dev[c.g.Ops[len(c.g.Ops)-1].ID]
-	if err := out.Read(e.logits, c.out[c.g.Output]); err != nil {
+	logits := e.logits
+	if st.Rows != nil {
+		if cap(e.rowLogits) < n*len(e.logits) {
+			e.rowLogits = make([]float32, n*len(e.logits))
+		}
+		logits = e.rowLogits[:n*len(e.logits)]
+	}
+	if err := out.Read(logits, c.out[c.g.Output]); err != nil {
 		return nil, err
 	}
 	e.Stats.Steps++
-	return e.logits, nil
+	return logits, nil
 }
 
 // copy moves one value: device to device through host memory, or, in the
@@ -318,13 +369,16 @@ type interval struct {
 // buffers when asked for, and the buffers bound to each op (bind). Only the
 // decode step and the latest prefill shape are kept; a dropped step's
 // buffers are freed, so memory does not grow with every new prompt length.
+//
+// A negative n is a batched step of -n rows (ForwardRows); those are kept
+// for every row count, at most MaxSlots of them, each small.
 func (e *Executor) compile(n int) (*compiled, error) {
 	if c := e.steps[n]; c != nil {
 		return c, nil
 	}
-	if n != 1 {
+	if n > 1 {
 		for k, old := range e.steps {
-			if k != 1 {
+			if k > 1 {
 				delete(e.steps, k)
 				if err := old.free(); err != nil {
 					return nil, err
@@ -332,7 +386,13 @@ func (e *Executor) compile(n int) (*compiled, error) {
 			}
 		}
 	}
-	g, err := e.m.Graph(n, 0, e.ctx)
+	var g *ops.Graph
+	var err error
+	if n < 0 {
+		g, err = e.m.RowsGraph(-n, e.ctx)
+	} else {
+		g, err = e.m.Graph(n, 0, e.ctx)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -163,6 +163,9 @@ func (d *Device) Read(dst []float32, src devices.Buffer) error {
 // Run implements devices.Device: it finds or makes the compiled model of op
 // at the shape of its buffers and runs one prediction.
 func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
+	if st.Multi() {
+		return fmt.Errorf("coreml: op %s: steps of several sequences (server slots) are not supported on this device yet: %w", op, devices.ErrUnsupported)
+	}
 	if err := supports(op); err != nil {
 		return err
 	}

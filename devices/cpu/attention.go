@@ -39,13 +39,46 @@ func faLanes() int {
 // cache is f32, computed a block of tokens and one KV head with its query
 // heads at a time (attendTiled), equal to ggml's output bit for bit
 // (TestTiledAttentionMatchesGGML).
+//
+// A sequence whose cells start at st.Base sees the cache from that cell on
+// as its own (a view), so that it is computed exactly as a sequence alone;
+// a batched step (st.Rows) attends row by row, each row as a decode step of
+// its sequence alone.
 func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) error {
 	a := op.Attn
 	n := len(st.Tokens)
-	if st.Pos < 0 || st.Pos+n > a.Context {
+	if st.Rows == nil && st.Base == 0 && (st.Pos < 0 || st.Pos+n > a.Context) {
 		return fmt.Errorf("cpu: op %s: positions %d..%d exceed the context of %d", op, st.Pos, st.Pos+n-1, a.Context)
 	}
+	if err := st.CheckCells(a.Context); err != nil {
+		return fmt.Errorf("cpu: op %s: %w", op, err)
+	}
 	c := d.cache(op.Layer, a)
+	if st.Rows != nil {
+		qw, kw := a.Heads*a.HeadDim, c.dim
+		for i, r := range st.Rows {
+			row := ops.Step{Tokens: st.Tokens[i : i+1], Pos: r.Pos}
+			view := c.from(r.Base)
+			d.attend(a, row, view, q[i*qw:(i+1)*qw], k[i*kw:(i+1)*kw], v[i*kw:(i+1)*kw], out[i*qw:(i+1)*qw])
+		}
+		return nil
+	}
+	d.attend(a, st, c.from(st.Base), q, k, v, out)
+	return nil
+}
+
+// from is the part of the cache from cell base on.
+func (c *kvCache) from(base int) *kvCache {
+	if base == 0 {
+		return c
+	}
+	return &kvCache{k: c.k[base*c.dim:], v: c.v[base*c.dim:], dim: c.dim}
+}
+
+// attend is attention for the tokens of st, at positions st.Pos.. of the
+// sequence whose cells c starts at.
+func (d *Device) attend(a ops.AttnParams, st ops.Step, c *kvCache, q, k, v, out []float32) {
+	n := len(st.Tokens)
 	dim, hd := c.dim, a.HeadDim
 	kernels.ToF16(c.k[st.Pos*dim:(st.Pos+n)*dim], k[:n*dim])
 	kernels.ToF16(c.v[st.Pos*dim:(st.Pos+n)*dim], v[:n*dim])
@@ -66,7 +99,7 @@ func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) erro
 				attendTiled(q, out, qw, c, kvh, group, hd, st.Pos, t0, t1, scale, sc)
 			}
 		})
-		return nil
+		return
 	}
 	// llama.cpp attends over n_kv cells of the cache: the cells in use
 	// (the step's last position + 1) rounded up to 256, at least 256 (its
@@ -77,7 +110,7 @@ func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) erro
 	nkv := max(256, (st.Pos+n+255)/256*256)
 	if n == 1 && nkv >= 512 {
 		d.attendSplit(q, out, c, a, st.Pos+1, nkv, scale)
-		return nil
+		return
 	}
 	w := headsPerTask(a)
 	units := a.Heads / w
@@ -102,7 +135,7 @@ func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) erro
 			}
 		}
 	})
-	return nil
+	return
 }
 
 // headsPerTask is how many query heads one-row attention takes at a time:

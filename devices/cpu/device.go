@@ -82,7 +82,7 @@ func (d *Device) Name() string { return d.name }
 
 // Info implements devices.Device.
 func (d *Device) Info() devices.Info {
-	return devices.Info{Name: d.name, Kind: "cpu", Threads: d.pool.Threads(), Detail: fmt.Sprintf("host CPU, %d worker threads, %s", d.pool.Threads(), cpuFeatures())}
+	return devices.Info{Name: d.name, Kind: "cpu", Threads: d.pool.Threads(), Sequences: true, Detail: fmt.Sprintf("host CPU, %d worker threads, %s", d.pool.Threads(), cpuFeatures())}
 }
 
 // Threads is the size of the device's worker pool.

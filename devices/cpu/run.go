@@ -115,7 +115,13 @@ func (d *Device) run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 		width := len(ins[0]) / n
 		d.rows(ins[0], width, func(lo, hi int) {
 			copy(ob.F[lo:hi], ins[0][lo:hi])
-			rope(ob.F[lo:hi], (hi-lo)/width, op.Rope, st.Pos+lo/width)
+			if st.Rows == nil {
+				rope(ob.F[lo:hi], (hi-lo)/width, op.Rope, st.Pos+lo/width)
+				return
+			}
+			for r := lo / width; r < hi/width; r++ {
+				rope(ob.F[r*width:(r+1)*width], 1, op.Rope, st.Rows[r].Pos)
+			}
 		})
 	case ops.Attention:
 		return d.attention(op, st, ins[0], ins[1], ins[2], ob.F)

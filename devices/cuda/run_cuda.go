@@ -21,6 +21,9 @@ import (
 // context's stream; an error found there is returned by the next Read,
 // Write or Sync.
 func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
+	if st.Multi() {
+		return fmt.Errorf("cuda: op %s: steps of several sequences (server slots) are not supported on this device yet: %w", op, devices.ErrUnsupported)
+	}
 	var ins [3]*Buffer
 	if len(in) > len(ins) {
 		return fmt.Errorf("cuda: op %s: %d inputs", op, len(in))

@@ -325,6 +325,9 @@ func (d *Device) cache(op *ops.Op) (*kvCache, error) {
 // command buffer and returns without waiting; errors the GPU finds come
 // back from the next Sync, Read or Write.
 func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
+	if st.Multi() {
+		return fmt.Errorf("metal: op %s: steps of several sequences (server slots) are not supported on this device yet: %w", op, devices.ErrUnsupported)
+	}
 	ins := make([]*Buffer, len(in))
 	for i, b := range in {
 		mb, err := d.buf(b)

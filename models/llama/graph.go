@@ -11,6 +11,17 @@ import (
 // past, with a KV cache of ctx positions. types gives each weight's stored type.
 // The graph ends in the logits of the last token.
 func Build(c Config, types map[string]quant.Type, n, past, ctx int) (*ops.Graph, error) {
+	return build(c, types, n, past, ctx, false)
+}
+
+// BuildRows emits the graph of a batched step: n tokens, each of its own
+// sequence (ops.Step.Rows), in a KV cache of ctx cells. Every row runs the
+// whole model and the graph ends in the logits of every row, n × vocab.
+func BuildRows(c Config, types map[string]quant.Type, n, ctx int) (*ops.Graph, error) {
+	return build(c, types, n, 0, ctx, true)
+}
+
+func build(c Config, types map[string]quant.Type, n, past, ctx int, allRows bool) (*ops.Graph, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("llama: a step needs at least one token")
 	}
@@ -56,7 +67,7 @@ func Build(c Config, types map[string]quant.Type, n, past, ctx int) (*ops.Graph,
 		})
 		o := b.mm(p+"attn_output", l, a, n, c.Dim)
 		rows := n
-		if l == c.Layers-1 && n > 1 {
+		if l == c.Layers-1 && n > 1 && !allRows {
 			// Only the last token's logits are wanted, so the rest of the
 			// last block runs on its row alone, as llama.cpp does (which
 			// also makes its mat-muls decode-shaped there).
@@ -72,8 +83,12 @@ func Build(c Config, types map[string]quant.Type, n, past, ctx int) (*ops.Graph,
 		d := b.mm(p+"ffn_down", l, s, rows, c.Dim)
 		x = b.op(ops.Add, p+"ffn_residual", l, []int{x, d}, rows, c.Dim, "", nil)
 	}
-	x = b.op(ops.RMSNorm, "output_norm", -1, []int{x}, 1, c.Dim, "output_norm.weight", nil)
-	b.g.Output = b.op(ops.MatMul, "output", -1, []int{x}, 1, c.Vocab, c.OutputWeight(), nil)
+	out := 1
+	if allRows {
+		out = n
+	}
+	x = b.op(ops.RMSNorm, "output_norm", -1, []int{x}, out, c.Dim, "output_norm.weight", nil)
+	b.g.Output = b.op(ops.MatMul, "output", -1, []int{x}, out, c.Vocab, c.OutputWeight(), nil)
 	if b.err != nil {
 		return nil, b.err
 	}

@@ -89,6 +89,12 @@ func (m *Model) Graph(n, past, ctx int) (*ops.Graph, error) {
 	return Build(m.Config, m.Types, n, past, ctx)
 }
 
+// RowsGraph builds the graph of a batched step of n sequences decoding one
+// token each, in a KV cache of ctx cells (BuildRows).
+func (m *Model) RowsGraph(n, ctx int) (*ops.Graph, error) {
+	return BuildRows(m.Config, m.Types, n, ctx)
+}
+
 // WeightBytes is the total size of the tensors the model reads, at rest.
 func (m *Model) WeightBytes() int64 {
 	var n int64
