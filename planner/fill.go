@@ -144,29 +144,71 @@ func fill(prob *Problem, a []int, caps []int64, memory func([]int) map[string]in
 					budget[j] = room
 				}
 			}
-			copy(times, fixed)
-			clear(bytes)
-			for _, i := range w {
-				times[i] = prob.OpTime[i]
-				bytes[i] = foot[i]
-			}
-			sub := &Problem{Graph: g, OpTime: times, CopyTime: prob.CopyTime, Devices: prob.Devices}
-			c, _, work, ok := solveBudget(sub, bytes, budget, min(windowWork, fillWork-spent))
-			spent += work
-			if !ok {
-				if work > windowWork && len(w) > 1 {
-					// Too many choices at once: try each half.
-					queue = append(queue, w[:len(w)/2], w[len(w)/2:])
+			// One budgeted device: the window's ops may go anywhere. With
+			// several, fronts that trade the bytes of each against the
+			// others' grow past any bound (two capped GPUs and a host: a
+			// window of TinyLlama passed a million states), so the ops go
+			// to one budgeted device at a time, each op choosing between
+			// where it is and there: what leaves a device only frees it.
+			var targets [][]int64
+			nb := 0
+			for _, b := range budget {
+				if b >= 0 {
+					nb++
 				}
-				continue
 			}
-			if ok, _ := fitsCaps(memory(c), caps, infos); !ok {
-				continue
+			if nb <= 1 {
+				targets = [][]int64{budget}
+			} else {
+				for j, b := range budget {
+					if b < 0 {
+						continue
+					}
+					one := make([]int64, len(budget))
+					for d := range one {
+						one[d] = -1
+					}
+					one[j] = b
+					targets = append(targets, one)
+				}
 			}
-			// Strictly cheaper, beyond the rounding of summing the same
-			// terms in another order.
-			if ev, ok := Evaluate(prob, c); ok && ev < nextCost-1e-12*math.Abs(nextCost) {
-				next, nextCost = c, ev
+			for _, tb := range targets {
+				copy(times, fixed)
+				clear(bytes)
+				for _, i := range w {
+					times[i] = prob.OpTime[i]
+					bytes[i] = foot[i]
+				}
+				if len(targets) > 1 {
+					for _, i := range w {
+						row := append([]float64(nil), fixed[i]...)
+						for d, b := range tb {
+							if b >= 0 {
+								row[d] = prob.OpTime[i][d]
+							}
+						}
+						times[i] = row
+					}
+				}
+				sub := &Problem{Graph: g, OpTime: times, CopyTime: prob.CopyTime, Devices: prob.Devices}
+				c, _, work, ok := solveBudget(sub, bytes, tb, min(windowWork, fillWork-spent))
+				spent += work
+				if !ok {
+					if work > windowWork && len(w) > 1 {
+						// Too many choices at once: try each half.
+						queue = append(queue, w[:len(w)/2], w[len(w)/2:])
+						break
+					}
+					continue
+				}
+				if ok, _ := fitsCaps(memory(c), caps, infos); !ok {
+					continue
+				}
+				// Strictly cheaper, beyond the rounding of summing the
+				// same terms in another order.
+				if ev, ok := Evaluate(prob, c); ok && ev < nextCost-1e-12*math.Abs(nextCost) {
+					next, nextCost = c, ev
+				}
 			}
 		}
 		if next == nil {

@@ -49,7 +49,7 @@ func FuzzProfile(f *testing.F) {
 }
 
 // FuzzPolicy: ParsePolicy never panics, and a policy it accepts has its
-// numbers in range: memory caps of 1 byte to 1 PiB, layer sets within
+// numbers in range: memory caps of 1 byte to 1 PiB or auto, layer sets within
 // polMaxLayer with steps of at least 1, lines within the file. Seeded with
 // the shipped policies and the bad ones in testdata.
 func FuzzPolicy(f *testing.F) {
@@ -67,6 +67,8 @@ func FuzzPolicy(f *testing.F) {
 		}
 	}
 	f.Add([]byte("memory:\n  cpu: 1.5GB\n  metal: 999999TiB\nrules:\n  - {ops: [mat_mul], layers: \"0-21/2,none\", device: cpu}\n"))
+	f.Add([]byte("memory:\n  cuda: auto\n  \"cuda:1\": 40GiB\nrules:\n  - {layers: \"0-3\", device: \"cuda:0\"}\n  - {layers: \"4-1000\", device: \"cuda:1\"}\n"))
+	f.Add([]byte("memory: {\"cuda:0\": auto, \"cuda:1\": Auto}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParsePolicy(data, "fuzz.yaml")
 		if err != nil {
@@ -84,6 +86,18 @@ func FuzzPolicy(f *testing.F) {
 			}
 			if l := p.lines.memory[ref]; l < 1 || l > lines {
 				t.Errorf("memory cap of %s: line %d of %d", ref, l, lines)
+			}
+			if p.MemoryAuto[ref] {
+				t.Errorf("memory cap of %s is both %d bytes and auto", ref, n)
+			}
+		}
+		// An auto cap is a reference of the file, with its line.
+		for ref := range p.MemoryAuto {
+			if err := polCheckRef(ref); err != nil {
+				t.Errorf("auto cap: %v", err)
+			}
+			if l := p.lines.memory[ref]; l < 1 || l > lines {
+				t.Errorf("auto cap of %s: line %d of %d", ref, l, lines)
 			}
 		}
 		for _, r := range p.Rules {

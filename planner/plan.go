@@ -222,13 +222,30 @@ func perOpTransfers(g *ops.Graph, assign []string, isHost func(string) bool, cop
 
 // memoryFor is what each device holds under a placement: each weight once,
 // the KV cache of its attention ops at the device's element size, and the
-// values its ops produce (an upper bound on the activations: buffers are
-// reused as values die). resident is the weights and KV cache alone.
+// values its ops produce or receive, each once (an upper bound on the
+// activations: buffers are reused as values die, and a value copied in
+// from another device takes a buffer as one made there does). resident is
+// the weights and KV cache alone.
 func (p *Plan) memoryFor(assign []string) (mem, resident map[string]int64) {
 	g := p.Graph
 	mem, resident = map[string]int64{}, map[string]int64{}
 	weights := map[string]bool{}
+	producer := make([]int, len(g.Values))
+	for _, op := range g.Ops {
+		producer[op.Out] = op.ID
+	}
+	type copied struct {
+		v int
+		d string
+	}
+	received := map[copied]bool{}
 	for i, op := range g.Ops {
+		for _, in := range op.In {
+			if c := (copied{in, assign[i]}); assign[producer[in]] != c.d && !received[c] {
+				received[c] = true
+				mem[c.d] += g.Values[in].Bytes()
+			}
+		}
 		d := assign[i]
 		if op.Weight != nil && !weights[d+"\x00"+op.Weight.Name] {
 			weights[d+"\x00"+op.Weight.Name] = true

@@ -49,12 +49,10 @@ func Make(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, error)
 		mem, _ := p.memoryFor(names(p.Devices, a))
 		return mem
 	}, p.Devices)
+	if errors.Is(err, errNoFit) {
+		return nil, p.noFit(prob, caps, pol)
+	}
 	if err != nil {
-		for j, d := range p.Devices {
-			if l := pol.CapLine(d); l > 0 {
-				return nil, fmt.Errorf("%s:%d: memory cap of %s (%s): %w", pol.Path, l, d.Name, bytesStr(caps[j]), err)
-			}
-		}
 		return nil, fmt.Errorf("planner: policy %s: %w", pol.Name, err)
 	}
 	p.Device = names(p.Devices, assign)
@@ -163,9 +161,15 @@ func prepare(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, *Pr
 	}
 	caps := make([]int64, len(cands))
 	for j, cd := range cands {
+		if msg, line := pol.capProblem(cd.Info); msg != "" && pol.allowed(cd.Info, infos) {
+			return nil, nil, nil, fmt.Errorf("%s:%d: %s: %w", pol.Path, line, msg, ErrNoPlan)
+		}
 		caps[j] = cd.Info.Memory
 		if m := pol.MemoryCap(cd.Info); m > 0 && (caps[j] == 0 || m < caps[j]) {
 			caps[j] = m
+		}
+		if _, line, auto := pol.memoryCap(cd.Info); auto && caps[j] < cd.Info.Memory {
+			p.Notes = append(p.Notes, fmt.Sprintf("memory: auto (%s:%d) caps %s at %s: its %s", pol.Path, line, describe(cd.Info), bytesStr(caps[j]), autoWhat(cd.Info)))
 		}
 	}
 	return p, prob, caps, nil
@@ -304,7 +308,15 @@ func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int6
 		// device is over budget because the optimum wants more of it, so
 		// fewer layers on it only get slower, and fill (below) uses the
 		// room whole layers leave.
+		//
+		// With several tight devices (two capped GPUs), restricting one
+		// leaves the solver putting the rest on the other, over its cap
+		// too: pipelines (below) splits the layers over all of them
+		// instead.
 		saved := prob.OpTime
+		if tight, _, _, _ := tightDevices(prob, caps, infos); len(tight) >= 2 {
+			over0 = nil
+		}
 		for _, j := range over0 {
 			for _, prefix := range []bool{true, false} {
 				for _, outside := range []bool{true, false} {
@@ -326,6 +338,8 @@ func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int6
 			}
 		}
 		prob.OpTime = saved
+		// Several capped devices: runs of whole layers on each in turn.
+		pipelines(prob, caps, memory, infos, consider)
 		if best != nil {
 			// Whole layers leave part of the capped devices empty: fill
 			// it with parts of other layers where that is faster.
@@ -333,15 +347,14 @@ func solveWithin(prob *Problem, caps []int64, memory func([]int) map[string]int6
 		}
 	}
 	if best == nil {
-		need := memory(make([]int, len(prob.Graph.Ops)))
-		var total int64
-		for _, v := range need {
-			total += v
-		}
-		return nil, fmt.Errorf("no placement fits the devices' memory (the model needs %s in all): %w", bytesStr(total), ErrNoPlan)
+		return nil, errNoFit
 	}
 	return best, nil
 }
+
+// errNoFit is solveWithin's error when no placement fits the caps, which
+// Make explains (Plan.noFit).
+var errNoFit = fmt.Errorf("no placement fits the devices' memory: %w", ErrNoPlan)
 
 // elsewhere reports whether a device other than j may run an op of times row.
 func elsewhere(row []float64, j int) bool {

@@ -21,10 +21,19 @@ import (
 //	  - ops: [mat_mul, attention]   # op kinds; absent: every kind
 //	    layers: "0-21/2"            # blocks; absent: every op, in blocks or not
 //	    device: metal               # required
-//	memory:                         # byte cap per reference: 8GiB, 512MiB, 1.5GB, 1000000
-//	  metal: 12GiB
+//	memory:                         # byte cap per reference: 8GiB, 512MiB, 1.5GB, 1000000,
+//	  metal: 12GiB                  # or auto: the device's free memory less a margin
+//	  "cuda:1": auto                # (AutoCap)
 //	transfers: boundary             # or per-op (the ablation)
 //	coreml_units: cpu_ne            # a device setting (see below)
+//
+// A cap of auto is the device's free memory when it was opened
+// (devices.Info.Free, or its whole memory where that is unknown, as for a
+// simulated device whose profile gives no free_gb) less AutoMargin, 1 GiB;
+// on a device with no fixed memory (the host CPU) it is an error. Under the
+// caps a plan fits each device's weights, its KV cache sized from the
+// context and the step's activations; a plan that cannot says which
+// device's cap is too small, for what, and the largest context that fits.
 //
 // Besides these, a policy may give the settings that device packages
 // register (devices.RegisterSetting), each checked by its package:
@@ -37,7 +46,9 @@ import (
 // that kind (see Resolve): "cpu" is the device named cpu and not cpu:1 too,
 // and with a hardware profile that replaces the host CPU it is the
 // simulated CPU. Memory caps match by name or kind (see Matches), so a cap
-// on "cpu" caps every CPU device.
+// on "cpu" caps every CPU device. A simulated device also answers to the
+// name of the device it stands for (StandsFor): "cuda:1" is sim:cuda:1 of
+// a hardware profile that names its GPUs cuda:0 and cuda:1.
 type Policy struct {
 	Name        string
 	Path        string // the file, or "builtin:NAME" for an embedded one
@@ -45,7 +56,11 @@ type Policy struct {
 	Devices     []string // references allowed; empty: every device
 	Exclude     []string // references never used
 	Rules       []Rule   // pins; the first that matches an op wins
-	Memory      map[string]int64
+	// Memory is the byte cap of each reference given a size.
+	Memory map[string]int64
+	// MemoryAuto holds the references whose cap is auto: each device they
+	// match is capped at its free memory less a margin (AutoCap).
+	MemoryAuto map[string]bool
 	// Transfers is "boundary" (copies only where a value crosses devices) or
 	// "per-op" (the ablation: a host round trip around every op).
 	Transfers string

@@ -49,17 +49,44 @@ func polRefKind(r string, devs []devices.Info, missing map[string]string) string
 	return parts[0]
 }
 
-// Matches reports whether a device reference names the device: its name or
+// Matches reports whether a device reference names the device: its name,
+// the name of the device it stands for if it is simulated (StandsFor), or
 // its kind. Devices, exclusions and pins go through Resolve, which prefers
 // an exact name among several devices; memory caps use Matches alone.
-func Matches(ref string, d devices.Info) bool { return ref == d.Name || ref == d.Kind }
+func Matches(ref string, d devices.Info) bool {
+	return ref == d.Name || ref == d.Kind || (d.Simulated && ref == StandsFor(d))
+}
+
+// StandsFor is the name of the device a simulated device stands for: its
+// name after the simulator's prefix, its first ":"-separated part (the
+// profile's "cuda:1" for sim:cuda:1); "" for a real device. So a policy
+// written for a real host with two GPUs ("cuda:0", "cuda:1") plans the same
+// on a hardware profile that names its GPUs as the host names them. The
+// planner knows no simulator's prefix: it only takes what follows the
+// first part.
+func StandsFor(d devices.Info) string {
+	if !d.Simulated {
+		return ""
+	}
+	_, rest, ok := strings.Cut(d.Name, ":")
+	if !ok {
+		return ""
+	}
+	return rest
+}
 
 // Resolve returns the devices a reference stands for among devs: the device
 // of that exact name if there is one ("cpu" is the first CPU, not cpu:1
-// too), else every device of that kind.
+// too), else the simulated device that stands for that name ("cuda:1" is
+// sim:cuda:1), else every device of that kind.
 func Resolve(ref string, devs []devices.Info) []devices.Info {
 	for _, d := range devs {
 		if d.Name == ref {
+			return []devices.Info{d}
+		}
+	}
+	for _, d := range devs {
+		if d.Simulated && StandsFor(d) == ref {
 			return []devices.Info{d}
 		}
 	}
@@ -120,6 +147,11 @@ func (p *Policy) Check(devs []devices.Info, missing map[string]string) error {
 	}
 	for r, line := range p.lines.memory {
 		present(r, "memory caps", line)
+	}
+	for _, d := range devs {
+		if msg, line := p.capProblem(d); msg != "" && p.allowed(d, devs) {
+			report(line, "%s", msg)
+		}
 	}
 	var allowed []string
 	for _, d := range devs {

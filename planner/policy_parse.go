@@ -59,7 +59,7 @@ func ParsePolicy(data []byte, path string) (*Policy, error) {
 	}
 
 	p := &Policy{Name: pf.Name, Path: path, Description: pf.Description, Devices: pf.Devices, Exclude: pf.Exclude,
-		Memory: map[string]int64{}, Transfers: pf.Transfers, Settings: pf.Settings, lines: polLines{memory: map[string]int{}}}
+		Memory: map[string]int64{}, MemoryAuto: map[string]bool{}, Transfers: pf.Transfers, Settings: pf.Settings, lines: polLines{memory: map[string]int{}}}
 	if p.Name == "" {
 		p.Name = polBase(path)
 	}
@@ -129,12 +129,16 @@ func ParsePolicy(data []byte, path string) (*Policy, error) {
 		if err := polCheckRef(ref); err != nil {
 			return nil, fail(c.KeyLine, "memory: %v", err)
 		}
+		p.lines.memory[ref] = c.KeyLine
+		if pf.Memory[ref] == "auto" {
+			p.MemoryAuto[ref] = true
+			continue
+		}
 		n, err := ParseSize(pf.Memory[ref])
 		if err != nil {
-			return nil, fail(c.Line, "memory: cap of %s: %v", ref, err)
+			return nil, fail(c.Line, "memory: cap of %s: %v, or auto (the device's free memory less a margin)", ref, err)
 		}
 		p.Memory[ref] = n
-		p.lines.memory[ref] = c.KeyLine
 	}
 	return p, nil
 }

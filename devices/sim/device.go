@@ -67,6 +67,7 @@ func (d *Device) Info() devices.Info {
 		Kind:      s.Kind,
 		Simulated: true,
 		Memory:    s.memoryBytes(),
+		Free:      s.freeBytes(),
 		Precision: prec,
 		KVBytes:   s.KVBytes,
 		Detail: fmt.Sprintf("simulated %s %s (%s): %g GB/s, %g TFLOPS, %g µs per op%s; computes on the host CPU, %d threads",
@@ -77,6 +78,19 @@ func (d *Device) Info() devices.Info {
 // memoryBytes is memory_gb in bytes, counting a GB as 2^30 as memory sizes
 // are sold.
 func (s *Spec) memoryBytes() int64 { return int64(s.MemoryGB * (1 << 30)) }
+
+// freeBytes is free_gb in bytes, or 0 (unknown: all of memoryBytes) where
+// the profile gives none.
+func (s *Spec) freeBytes() int64 { return int64(s.FreeGB * (1 << 30)) }
+
+// limitBytes is what the device may hold: its free memory where the
+// profile says how much is free, else all of it.
+func (s *Spec) limitBytes() int64 {
+	if f := s.freeBytes(); f > 0 {
+		return f
+	}
+	return s.memoryBytes()
+}
 
 // shortSource is the source's first clause, for one-line details.
 func shortSource(src string) string {
@@ -161,7 +175,10 @@ func (d *Device) Alloc(n int) (devices.Buffer, error) {
 }
 
 func (d *Device) checkMemory(what string) error {
-	if used, limit := d.MemoryUsed(), d.spec.memoryBytes(); used > limit {
+	if used, limit := d.MemoryUsed(), d.spec.limitBytes(); used > limit {
+		if d.spec.FreeGB > 0 {
+			return fmt.Errorf("%s: out of memory after %s: %d bytes in use, the %s profile gives %s %g GB free of %g GB", d.Name(), what, used, d.hw.Name, d.spec.Name, d.spec.FreeGB, d.spec.MemoryGB)
+		}
 		return fmt.Errorf("%s: out of memory after %s: %d bytes in use, the %s profile gives %s %g GB", d.Name(), what, used, d.hw.Name, d.spec.Name, d.spec.MemoryGB)
 	}
 	return nil

@@ -30,9 +30,15 @@ type Hardware struct {
 
 // Spec is one device of a profile: a roofline with a fixed cost per op.
 type Spec struct {
-	Name         string // the simulated device is prefix+Name
-	Kind         string // cpu, cuda, metal or coreml
-	MemoryGB     float64
+	Name     string // the simulated device is prefix+Name
+	Kind     string // cpu, cuda, metal or coreml
+	MemoryGB float64
+	// FreeGB, where a profile gives it (free_gb), is the part of MemoryGB
+	// free when the device is opened: another process holds the rest, as on
+	// a GPU shared with other jobs. The device holds no more than it, and
+	// reports it as devices.Info.Free, which a policy's `memory: auto` caps
+	// the device at (less a margin). 0 is all of MemoryGB.
+	FreeGB       float64
 	BandwidthGBs float64 // memory bandwidth, 1e9 bytes/s
 	TFLOPS       float64 // f32 rate the kernels can use, 1e12 FLOP/s
 	LaunchUS     float64 // fixed cost of one op, µs

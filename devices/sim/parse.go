@@ -28,6 +28,7 @@ type specFile struct {
 	Name         string             `yaml:"name"`
 	Kind         string             `yaml:"kind"`
 	MemoryGB     float64            `yaml:"memory_gb"`
+	FreeGB       float64            `yaml:"free_gb"`
 	BandwidthGBs float64            `yaml:"bandwidth_gbs"`
 	TFLOPS       float64            `yaml:"tflops"`
 	LaunchUS     float64            `yaml:"launch_us"`
@@ -65,6 +66,7 @@ type bound struct {
 // as no limit at all.
 var bounds = map[string]bound{
 	"memory_gb":     {min: 1e-6, max: 1e6, positive: true, unit: "GB", why: "less rounds to 0 bytes, which is no limit at all"},
+	"free_gb":       {min: 1e-6, max: 1e6, positive: true, unit: "GB", why: "less rounds to 0 bytes, which reads as unknown"},
 	"bandwidth_gbs": {min: 1e-3, max: 1e6, positive: true, unit: "GB/s", why: "slower would model times past what a time.Duration holds"},
 	"tflops":        {min: 1e-3, max: 1e6, positive: true, unit: "TFLOP/s", why: "slower would model times past what a time.Duration holds"},
 	"launch_us":     {min: 0, max: 1e6, unit: "µs"},
@@ -93,8 +95,12 @@ func (b bound) check(key string, v float64) string {
 }
 
 var (
-	kinds      = []string{"cpu", "cuda", "metal", "coreml"}
-	deviceName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+	kinds = []string{"cpu", "cuda", "metal", "coreml"}
+	// deviceName is a word, optionally followed by ":"-separated parts, as
+	// real devices are named ("cuda:0", "cuda:1"): a profile of a host with
+	// several GPUs names each as the real one is named, and a policy's
+	// references to those names find them (planner.Resolve).
+	deviceName = regexp.MustCompile(`^[a-z][a-z0-9_-]*(:[a-z0-9_-]+)*$`)
 )
 
 // hwFormat is how profiles are decoded: a key given no value ("links:")
@@ -194,7 +200,7 @@ func (p *parser) build(top *configs.Node, hf *hwFile) (*Hardware, error) {
 
 func (p *parser) spec(m *configs.Node, sf *specFile) (*Spec, error) {
 	if !deviceName.MatchString(sf.Name) {
-		return nil, p.fail(m.LineOf("name"), "device name %q: want lower-case letters, digits, '-' or '_', starting with a letter", sf.Name)
+		return nil, p.fail(m.LineOf("name"), "device name %q: want lower-case letters, digits, '-' or '_', starting with a letter, optionally followed by ':'-separated parts (cuda:1)", sf.Name)
 	}
 	fail := func(key, format string, args ...any) error {
 		return p.fail(m.LineOf(key), "device %q: %s", sf.Name, fmt.Sprintf(format, args...))
@@ -213,13 +219,21 @@ func (p *parser) spec(m *configs.Node, sf *specFile) (*Spec, error) {
 			return nil, fail(f.key, "%s", msg)
 		}
 	}
+	if m.Has("free_gb") {
+		if msg := bounds["free_gb"].check("free_gb", sf.FreeGB); msg != "" {
+			return nil, fail("free_gb", "%s", msg)
+		}
+		if sf.FreeGB > sf.MemoryGB {
+			return nil, fail("free_gb", "free_gb %g is more than memory_gb %g", sf.FreeGB, sf.MemoryGB)
+		}
+	}
 	if !m.Has("launch_us") {
 		return nil, fail("name", "launch_us is missing")
 	}
 	if msg := bounds["launch_us"].check("launch_us", sf.LaunchUS); msg != "" {
 		return nil, fail("launch_us", "%s", msg)
 	}
-	s := &Spec{Name: sf.Name, Kind: sf.Kind, MemoryGB: sf.MemoryGB, BandwidthGBs: sf.BandwidthGBs, TFLOPS: sf.TFLOPS,
+	s := &Spec{Name: sf.Name, Kind: sf.Kind, MemoryGB: sf.MemoryGB, FreeGB: sf.FreeGB, BandwidthGBs: sf.BandwidthGBs, TFLOPS: sf.TFLOPS,
 		LaunchUS: sf.LaunchUS, FP16: sf.FP16, KVBytes: 2, Unsupported: map[ops.Kind]bool{}}
 	switch sf.KVCache {
 	case "", "f16":

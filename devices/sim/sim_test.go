@@ -109,7 +109,7 @@ func TestBadProfilesNameFileAndLine(t *testing.T) {
 	const kindList = "embed, rms_norm, mat_mul, rope, attention, silu_mul, add, last_row, add_bias"
 	cases := []struct{ name, text, want string }{
 		{"unknown key", edit(7, "    bandwith_gbs: 100"),
-			`x.yaml:7: unknown key "bandwith_gbs" in devices[0] (known: name, kind, memory_gb, bandwidth_gbs, tflops, launch_us, fp16, kv_cache, efficiency, compute_efficiency, unsupported)`},
+			`x.yaml:7: unknown key "bandwith_gbs" in devices[0] (known: name, kind, memory_gb, free_gb, bandwidth_gbs, tflops, launch_us, fp16, kv_cache, efficiency, compute_efficiency, unsupported)`},
 		{"unknown top-level key", edit(16, "link:"), `x.yaml:16: unknown key "link" in the profile (known: name, source, devices, links)`},
 		{"key twice", edit(9, "    launch_us: 5\n    tflops: 11"), `x.yaml:10: key "tflops" given twice in devices[0] (first at line 8)`},
 		{"not a number", edit(7, "    bandwidth_gbs: fast"), `x.yaml:7: bandwidth_gbs: "fast" is not a number`},
@@ -119,7 +119,10 @@ func TestBadProfilesNameFileAndLine(t *testing.T) {
 		{"missing tflops", edit(8, ""), `x.yaml:4: device "gpu": tflops is missing`},
 		{"missing launch", edit(9, ""), `x.yaml:4: device "gpu": launch_us is missing`},
 		{"bad kind", edit(5, "    kind: tpu"), `x.yaml:5: device "gpu": kind "tpu" is not one of cpu, cuda, metal, coreml`},
-		{"bad device name", edit(4, "  - name: Big GPU"), `x.yaml:4: device name "Big GPU": want lower-case letters, digits, '-' or '_', starting with a letter`},
+		{"bad device name", edit(4, "  - name: Big GPU"), `x.yaml:4: device name "Big GPU": want lower-case letters, digits, '-' or '_', starting with a letter, optionally followed by ':'-separated parts (cuda:1)`},
+		{"empty name part", edit(4, `  - name: "cuda:"`), `x.yaml:4: device name "cuda:": want lower-case letters, digits, '-' or '_', starting with a letter, optionally followed by ':'-separated parts (cuda:1)`},
+		{"free over memory", edit(6, "    memory_gb: 8\n    free_gb: 9"), `x.yaml:7: device "gpu": free_gb 9 is more than memory_gb 8`},
+		{"free zero", edit(6, "    memory_gb: 8\n    free_gb: 0"), `x.yaml:7: device "gpu": free_gb must be > 0`},
 		{"duplicate device", edit(10, "  - name: gpu"), `x.yaml:10: device "gpu" is listed twice (first at line 4)`},
 		{"unknown op kind", edit(9, "    launch_us: 5\n    efficiency: {matmul: 0.5}"),
 			`x.yaml:10: device "gpu": efficiency: unknown op kind "matmul" (known: ` + kindList + `)`},
