@@ -35,10 +35,10 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	model := fs.String("model", "", "GGUF model `file` (default: the built-in stories260K)")
 	policy := fs.String("policy", "auto", "placement policy: a name in configs/policies (auto, cpu-only, ...) or a YAML `file`")
 	addr := fs.String("addr", "127.0.0.1:8080", "`host:port` to listen on (port 0 picks a free one); loopback by default")
-	parallel := fs.Int("parallel", 1, "sequences generated at once (slots), each with its own KV cache")
+	parallel := fs.Int("parallel", 1, "sequences generated at once (slots): each decode step runs every active one together; they share the --ctx cells of the KV cache, ctx/N each (as llama-server's -np)")
 	queue := fs.Int("queue", 64, "requests that may wait for a slot; more are answered 429 with Retry-After")
 	threads := fs.Int("threads", 0, "CPU threads; 0 uses every core")
-	ctx := fs.Int("ctx", 0, "context size of each slot in tokens; 0 uses the model's, at most 4096; more than the model's needs --ctx-override")
+	ctx := fs.Int("ctx", 0, "KV cache cells in tokens, shared by the slots (each gets ctx/--parallel); 0 uses the model's context, at most 4096; more than the model's needs --ctx-override")
 	override := fs.Bool("ctx-override", false, ctxOverrideUsage)
 	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest request body in `bytes`")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGINT or SIGTERM, how long running requests may go on before they are cancelled")
@@ -124,7 +124,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "hybrid serve: warning: %s is reachable from other machines, and the server has no authentication\n", *addr)
 	}
 	fmt.Fprintf(stdout, "hybrid serve: listening on http://%s (model %s on %s, %d slot(s) of %d tokens, queue %d)\n",
-		ln.Addr(), srv.ID(), sess.Exec.DeviceList(), *parallel, c, *queue)
+		ln.Addr(), srv.ID(), sess.Exec.DeviceList(), *parallel, engine.Context(), *queue)
 
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

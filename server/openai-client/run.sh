@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests `hybrid serve` with the official openai npm client: builds hybrid,
+# Tests `hybrid serve` (four slots: batched decode) with the official openai npm client: builds hybrid,
 # serves the built-in model on a free loopback port, installs the client
 # from package-lock.json (npm ci) and runs client.test.mjs with node --test,
 # then stops the server with SIGTERM and checks that it shut down cleanly.
@@ -32,7 +32,7 @@ fail() {
 echo "openai-client: building hybrid"
 (cd "$root" && go build -o "$tmp/hybrid" ./cmd/hybrid) || fail "go build"
 
-"$tmp/hybrid" serve --addr 127.0.0.1:0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
+"$tmp/hybrid" serve --addr 127.0.0.1:0 --parallel 4 --ctx 2048 --ctx-override >"$tmp/serve.out" 2>"$tmp/serve.err" &
 pid=$!
 
 url=""
