@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,5 +170,39 @@ func TestEngineSlotsMatchSingleRuns(t *testing.T) {
 			t.Errorf("%d slots: %d prompt tokens reused, want %d", slots, fin.Cached, len(first)+7)
 		}
 		e.Close(context.Background())
+	}
+}
+
+// TestSessionBatchPlansBatchedStep checks that a session for several slots
+// is planned on the batched decode step (every op over the batch's rows,
+// every row's logits), and that devices without steps of several sequences
+// are left out with the reason.
+func TestSessionBatchPlansBatchedStep(t *testing.T) {
+	m := builtinModel(t)
+	s, err := NewSession(m, SessionOptions{Policy: "auto", Hardware: "h100-sxm", Threads: 1, Batch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g := s.Plan.Graph
+	if g.Tokens != 4 {
+		t.Fatalf("planned a step of %d tokens, want the batch of 4", g.Tokens)
+	}
+	if got := g.Values[g.Output].Elems(); got != 4*m.Config.Vocab {
+		t.Fatalf("the planned step's logits have %d elements, want 4 rows of %d", got, m.Config.Vocab)
+	}
+	for _, d := range s.Devices {
+		if !d.Info().Sequences {
+			t.Fatalf("%s takes part in a batched plan but does not run such steps", d.Name())
+		}
+	}
+	found := false
+	for _, mi := range s.Missing {
+		if mi.Kind == "cuda" && strings.Contains(mi.Why, "several sequences") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the simulated GPU is not listed as missing with its reason: %+v", s.Missing)
 	}
 }

@@ -32,6 +32,13 @@ type SessionOptions struct {
 	// CoreMLUnits is the compute units of the CoreML device's models; the
 	// policy's coreml_units overrides it.
 	CoreMLUnits string
+	// Batch is the decode rows the plan is made for: a server's slots
+	// (hybrid serve --parallel), whose decode steps run together, so that
+	// placement can differ from one sequence's (mat-muls of several rows
+	// cost more compute for the same weight reads). 0 or 1 is one sequence.
+	// With more, only devices that run steps of several sequences
+	// (devices.Info.Sequences) take part; the others are listed as missing.
+	Batch int
 }
 
 // Session is a model placed on devices by a policy: the plan for a decode
@@ -43,7 +50,7 @@ type Session struct {
 	Hardware *sim.Hardware
 	Policy   *planner.Policy
 	Costs    *planner.Costs
-	Plan     *planner.Plan // of a decode step
+	Plan     *planner.Plan // of a decode step (of Batch sequences)
 	Exec     *Executor
 }
 
@@ -115,6 +122,21 @@ func NewSession(m *llama.Model, o SessionOptions) (*Session, error) {
 	if s.Devices, s.Missing, s.Hardware, err = Devices(o); err != nil {
 		return nil, err
 	}
+	if o.Batch < 0 || o.Batch > MaxSlots {
+		return nil, fmt.Errorf("runtime: a batch of %d sequences: want 1..%d", o.Batch, MaxSlots)
+	}
+	if o.Batch > 1 {
+		var keep []devices.Device
+		for _, d := range s.Devices {
+			if d.Info().Sequences {
+				keep = append(keep, d)
+				continue
+			}
+			s.Missing = append(s.Missing, devices.Missing{Kind: d.Info().Kind, Why: fmt.Sprintf("%s does not run steps of several sequences yet (needed for a batch of %d)", d.Name(), o.Batch)})
+			d.Close()
+		}
+		s.Devices = keep
+	}
 	if o.PerOp {
 		s.Policy.Transfers = "per-op"
 	}
@@ -137,6 +159,9 @@ func NewSession(m *llama.Model, o SessionOptions) (*Session, error) {
 	}
 	s.Costs = costs.For(planner.Candidates(s.Devices))
 	g, err := m.Graph(1, 0, ctx)
+	if o.Batch > 1 {
+		g, err = m.RowsGraph(o.Batch, ctx)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 	cpus := fs.Int("cpus", 0, "separate CPU devices")
 	threads := fs.Int("threads", 0, "CPU threads per CPU device; 0 uses every core")
 	tokens := fs.Int("tokens", 1, "tokens in the step to plan: 1 is a decode step, more a prefill")
+	batch := fs.Int("batch", 1, "sequences decoded together (hybrid serve --parallel N): plan their batched decode step")
 	ctx := fs.Int("ctx", 0, "context size; 0 uses the model's, at most 4096; more than the model's needs --ctx-override")
 	override := fs.Bool("ctx-override", false, ctxOverrideUsage)
 	transfers := fs.String("transfers", "boundary", "boundary or per-op (the ablation)")
@@ -36,6 +37,12 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 	if *tokens < 1 || *tokens > runtime.MaxBatch {
 		return badFlag(fs, "--tokens %d: want 1..%d", *tokens, runtime.MaxBatch)
 	}
+	if *batch < 1 || *batch > runtime.MaxSlots {
+		return badFlag(fs, "--batch %d: want 1..%d", *batch, runtime.MaxSlots)
+	}
+	if *batch > 1 && *tokens > 1 {
+		return badFlag(fs, "--batch %d with --tokens %d: a batched decode step has one token per sequence", *batch, *tokens)
+	}
 	m, err := runtime.LoadModel(*model, nil)
 	if err != nil {
 		return err
@@ -49,7 +56,7 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 		return badFlag(fs, "--tokens %d: want 1..%d (the context)", *tokens, c)
 	}
 	sess, err := runtime.NewSession(m, runtime.SessionOptions{Policy: *policy, Hardware: *hardware, Profile: *profile,
-		CPUs: *cpus, Threads: *threads, Context: c, ContextOverride: *override, PerOp: *transfers == "per-op"})
+		CPUs: *cpus, Threads: *threads, Context: c, ContextOverride: *override, PerOp: *transfers == "per-op", Batch: *batch})
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sess, err := runtime.NewSession(m, runtime.SessionOptions{Policy: *policy, Threads: *threads, Context: c, ContextOverride: *override})
+	sess, err := runtime.NewSession(m, runtime.SessionOptions{Policy: *policy, Threads: *threads, Context: c, ContextOverride: *override, Batch: *parallel})
 	if err != nil {
 		return err
 	}

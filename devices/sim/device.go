@@ -66,6 +66,9 @@ func (d *Device) Info() devices.Info {
 		Name:      d.Name(),
 		Kind:      s.Kind,
 		Simulated: true,
+		// It computes on the host CPU, but stands for hardware whose device
+		// runs steps of several sequences only where the real one does.
+		Sequences: s.Kind == "cpu",
 		Memory:    s.memoryBytes(),
 		Free:      s.freeBytes(),
 		Precision: prec,
