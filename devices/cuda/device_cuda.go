@@ -146,6 +146,8 @@ type Device struct {
 	used   int64
 	tokens dptr   // the step on the device: its position, then its token ids
 	ntok   int    // token ids tokens has room for
+	rowPos dptr   // a batched step's positions, one per row (uploadRows)
+	nrow   int    // positions rowPos has room for
 	stream stream // every launch goes here (graphs need a stream of our own)
 	graphs map[string]*graph
 	seen   map[string]bool // batches run once, captured when seen again
@@ -281,7 +283,7 @@ func (d *Device) Info() devices.Info {
 	if len(d.peers) > 0 {
 		detail += ", peer to peer with " + strings.Join(d.peers, ", ")
 	}
-	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, Free: d.free, KVBytes: 2, FusionWindow: fusionWindow, Detail: detail}
+	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, Free: d.free, KVBytes: 2, Sequences: true, FusionWindow: fusionWindow, Detail: detail}
 }
 
 // Supports implements devices.Device.

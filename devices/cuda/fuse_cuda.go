@@ -97,7 +97,7 @@ func (d *Device) fuse(b []pending) []unit {
 // applies, else q[0] alone.
 func (d *Device) match(q []pending) unit {
 	one := unit{kind: single, ops: q[:1]}
-	if noFuse || d.noFuse || len(q[0].st.Tokens) != 1 {
+	if noFuse || d.noFuse || len(q[0].st.Tokens) != 1 || q[0].st.Rows != nil {
 		return one
 	}
 	if u, ok := matchRope(q); ok {
@@ -316,6 +316,7 @@ func (d *Device) runRope(u unit) error {
 	if err != nil {
 		return err
 	}
+	c = c.at(at.st.Base)
 	r := rq.op.Rope
 	freqs, err := d.freqsOf(r) // the same for rk: matchRope checked the two ropes are Equal
 	if err != nil {

@@ -21,9 +21,6 @@ import (
 // context's stream; an error found there is returned by the next Read,
 // Write or Sync.
 func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
-	if st.Multi() {
-		return fmt.Errorf("cuda: op %s: steps of several sequences (server slots) are not supported on this device yet: %w", op, devices.ErrUnsupported)
-	}
 	var ins [3]*Buffer
 	if len(in) > len(ins) {
 		return fmt.Errorf("cuda: op %s: %d inputs", op, len(in))
@@ -57,8 +54,11 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 		}
 		st.Tokens = slices.Clone(st.Tokens) // the caller may reuse its slice before the op runs
 	case ops.Attention:
-		if st.Pos < 0 || st.Pos+len(st.Tokens) > op.Attn.Context {
+		if st.Rows == nil && st.Base == 0 && (st.Pos < 0 || st.Pos+len(st.Tokens) > op.Attn.Context) {
 			return fmt.Errorf("cuda: op %s: positions %d..%d exceed the context of %d", op, st.Pos, st.Pos+len(st.Tokens)-1, op.Attn.Context)
+		}
+		if err := st.CheckCells(op.Attn.Context); err != nil {
+			return fmt.Errorf("cuda: op %s: %w", op, err)
 		}
 	case ops.RoPE:
 		if err := d.uploadFreqs(op); err != nil {
@@ -69,6 +69,12 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 	defer d.mu.Unlock()
 	if d.closed {
 		return fmt.Errorf("cuda: %s is closed", d.name)
+	}
+	if st.Rows != nil && (op.Kind == ops.RoPE || op.Kind == ops.Attention || op.Kind == ops.Embed) {
+		if len(st.Rows) != len(st.Tokens) {
+			return fmt.Errorf("cuda: op %s: a batched step of %d tokens has %d rows", op, len(st.Tokens), len(st.Rows))
+		}
+		st.Rows = slices.Clone(st.Rows) // the caller may reuse its slice before the op runs
 	}
 	d.queue = append(d.queue, pending{op: op, st: st, w: w, ins: ins, n: len(in), out: ob})
 	return nil
@@ -117,7 +123,7 @@ func (d *Device) flush(q []pending) error {
 		j := i + 1
 		for ; j < len(q); j++ {
 			p := q[j]
-			if p.st.Pos != q[i].st.Pos || len(p.st.Tokens) != len(q[i].st.Tokens) || (embed && p.op.Kind == ops.Embed) {
+			if !sameStep(p.st, q[i].st) || (embed && p.op.Kind == ops.Embed) {
 				break
 			}
 			embed = embed || p.op.Kind == ops.Embed
@@ -130,15 +136,42 @@ func (d *Device) flush(q []pending) error {
 	return first
 }
 
+// sameStep reports whether two ops' steps are one step: the same tokens'
+// count, position and cells. Ops of a batched step are compared by their
+// rows' positions and cells.
+func sameStep(a, b ops.Step) bool {
+	if len(a.Tokens) != len(b.Tokens) || (a.Rows == nil) != (b.Rows == nil) {
+		return false
+	}
+	if a.Rows == nil {
+		return a.Pos == b.Pos && a.Base == b.Base
+	}
+	for i, r := range a.Rows {
+		if b.Rows[i] != r {
+			return false
+		}
+	}
+	return true
+}
+
 func (d *Device) runBatch(b []pending) error {
 	var toks []int32
+	var rows []ops.Row
 	for _, p := range b {
 		if p.op.Kind == ops.Embed {
 			toks = p.st.Tokens
 		}
+		if p.st.Rows != nil && rows == nil && (p.op.Kind == ops.RoPE || p.op.Kind == ops.Attention) {
+			rows = p.st.Rows
+		}
 	}
 	if err := d.uploadStep(b[0].st.Pos, toks); err != nil {
 		return fmt.Errorf("cuda: step upload: %w", err)
+	}
+	if rows != nil {
+		if err := d.uploadRows(rows); err != nil {
+			return fmt.Errorf("cuda: step upload: %w", err)
+		}
 	}
 	key := d.sig(b)
 	if g := d.graphs[string(key)]; g != nil {
@@ -199,6 +232,20 @@ func opErr(p pending, err error) error { return fmt.Errorf("cuda: op %s: %w", p.
 // sig is a batch's key: its token count and each op with its weight and buffers.
 func (d *Device) sig(b []pending) []byte {
 	k := binary.LittleEndian.AppendUint64(d.key[:0], uint64(len(b[0].st.Tokens)))
+	// The cells of the step's sequences are baked into the launches (the
+	// positions are read from device memory).
+	for _, p := range b {
+		if p.op.Kind != ops.Attention {
+			continue
+		}
+		if p.st.Rows == nil {
+			k = binary.LittleEndian.AppendUint64(k, uint64(p.st.Base))
+		}
+		for _, r := range p.st.Rows {
+			k = binary.LittleEndian.AppendUint64(k, uint64(r.Base))
+		}
+		break
+	}
 	for _, p := range b {
 		k = binary.LittleEndian.AppendUint64(k, uint64(uintptr(unsafe.Pointer(p.op))))
 		var w uint64
@@ -300,6 +347,18 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 			return err
 		}
 		width := in[0].n / rows
+		if st.Rows != nil {
+			// Each row at its own position (d.rowPos, uploaded by runBatch).
+			pairs := (width / r.HeadDim) * (r.HeadDim / 2)
+			for i := range rows {
+				off := dptr(4 * i * width)
+				if err := launch(d.k.rope, blocks(pairs), 1, threads, d.args().ptr(uintptr(in[0].ptr+off)).ptr(uintptr(out.ptr+off)).i32(1).i32(width).i32(r.HeadDim).i32(r.Dims).f32(ropeScale(r)).ptr(uintptr(d.rowPos+dptr(4*i))).
+					i32(b2i(r.Neox)).ptr(uintptr(freqs))); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		pairs := rows * (width / r.HeadDim) * (r.HeadDim / 2)
 		return launch(d.k.rope, blocks(pairs), 1, threads, d.args().ptr(uintptr(in[0].ptr)).ptr(uintptr(out.ptr)).i32(rows).i32(width).i32(r.HeadDim).i32(r.Dims).f32(ropeScale(r)).ptr(uintptr(d.tokens)).
 			i32(b2i(r.Neox)).ptr(uintptr(freqs)))
@@ -370,16 +429,37 @@ func (d *Device) uploadStep(pos int, toks []int32) error {
 func (d *Device) attention(op *ops.Op, st ops.Step, in []*Buffer, out *Buffer) error {
 	a := op.Attn
 	n := len(st.Tokens)
-	if st.Pos < 0 || st.Pos+n > a.Context {
-		return fmt.Errorf("positions %d..%d exceed the context of %d", st.Pos, st.Pos+n-1, a.Context)
+	if err := st.CheckCells(a.Context); err != nil {
+		return err
 	}
 	if n == 0 {
 		return nil
 	}
-	c, err := d.kvFor(op)
+	base, err := d.kvFor(op)
 	if err != nil {
 		return err
 	}
+	if st.Rows != nil {
+		// Row by row, each a decode step of its sequence alone: its
+		// position from d.rowPos, its cells from its base on.
+		qw, dim := a.Heads*a.HeadDim, base.dim
+		for i, r := range st.Rows {
+			c := base.at(r.Base)
+			pos := d.rowPos + dptr(4*i)
+			k, v := in[1].ptr+dptr(4*i*dim), in[2].ptr+dptr(4*i*dim)
+			if err := launch(d.k.kvAppend, (dim+255)/256, 1, 256, d.args().ptr(uintptr(k)).ptr(uintptr(v)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).
+				i32(dim).i32(dim).ptr(uintptr(pos))); err != nil {
+				return err
+			}
+			q := &Buffer{dev: d, ptr: in[0].ptr + dptr(4*i*qw), n: qw}
+			o := &Buffer{dev: d, ptr: out.ptr + dptr(4*i*qw), n: qw}
+			if err := d.attendAt(op, 1, q, o, c, pos); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	c := base.at(st.Base)
 	// The kernels read the position from d.tokens (see flush).
 	dim := c.dim
 	if err := launch(d.k.kvAppend, (n*dim+255)/256, 1, 256, d.args().ptr(uintptr(in[1].ptr)).ptr(uintptr(in[2].ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).
@@ -387,6 +467,43 @@ func (d *Device) attention(op *ops.Op, st ops.Step, in []*Buffer, out *Buffer) e
 		return err
 	}
 	return d.attend(op, n, in[0], out, c)
+}
+
+// at is the part of the cache from cell base on: a sequence's own cells,
+// seen as a cache of its own.
+func (c *kvCache) at(base int) *kvCache {
+	if base == 0 {
+		return c
+	}
+	off := dptr(2 * base * c.dim)
+	return &kvCache{k: c.k + off, v: c.v + off, ctx: c.ctx - base, dim: c.dim}
+}
+
+// uploadRows writes a batched step's positions to d.rowPos (device thread
+// only), where its rope and attention launches read them.
+func (d *Device) uploadRows(rows []ops.Row) error {
+	if len(rows) > d.nrow {
+		n := max(len(rows), 64)
+		p, err := d.alloc(4 * int64(n))
+		if err != nil {
+			return err
+		}
+		if d.rowPos != 0 {
+			if err := d.release(d.rowPos); err != nil {
+				return err
+			}
+		}
+		d.rowPos, d.nrow = p, n
+	}
+	s, err := d.staging(4 * len(rows))
+	if err != nil {
+		return err
+	}
+	for i, r := range rows {
+		t := int32(r.Pos)
+		s[4*i], s[4*i+1], s[4*i+2], s[4*i+3] = byte(t), byte(t>>8), byte(t>>16), byte(t>>24)
+	}
+	return memcpyHtoD(d.rowPos, d.stage, int64(len(s)))
 }
 
 // kvFor returns op's layer cache, allocating it at first use (device thread only).
@@ -422,8 +539,13 @@ const attWarps = 16
 // attend launches the attention kernel for n query rows q over cache c,
 // whose keys and values for the step are already appended.
 func (d *Device) attend(op *ops.Op, n int, q, out *Buffer, c *kvCache) error {
+	return d.attendAt(op, n, q, out, c, d.tokens)
+}
+
+// attendAt is attend with the step's first position read from pos.
+func (d *Device) attendAt(op *ops.Op, n int, q, out *Buffer, c *kvCache, pos dptr) error {
 	a := op.Attn
 	scale := 1 / float32(math.Sqrt(float64(a.HeadDim)))
 	return launch(d.k.attention, a.Heads, n, 32*attWarps, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
-		i32(a.Heads).i32(a.KVHeads).i32(a.HeadDim).ptr(uintptr(d.tokens)).f32(scale))
+		i32(a.Heads).i32(a.KVHeads).i32(a.HeadDim).ptr(uintptr(pos)).f32(scale))
 }
