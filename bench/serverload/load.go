@@ -279,9 +279,9 @@ const warmupTokens = 16
 // The warm-up's text is the same in every run, whatever the characters a
 // token: a server's first request may leave state behind that changes later
 // results (in November 2026 hybrid serve's greedy text depended on whether
-// its first prompt had 64 tokens or more), so every run starts the same way. It is about
-// cfg.PromptTokens long at 4 characters a token (English in a Llama
-// vocabulary).
+// its first prompt had 64 tokens or more), so every run starts the same
+// way. It is about cfg.PromptTokens long at 4 characters a token (English
+// in a Llama vocabulary). After it, Run idles for cfg.Pause.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	c := newClient(cfg)
 	cpt := cfg.CharsPerToken

@@ -11,7 +11,7 @@
 // events where a server sends none.
 //
 //	go run ./bench/serverload --url http://127.0.0.1:8080/v1 --streams 4 [--requests 8]
-//	    [--max-tokens 64] [--prompt-tokens 64] [--model ID] [--json]
+//	    [--max-tokens 64] [--prompt-tokens 64] [--model ID] [--server-pid PID] [--pause 20s] [--json]
 //	go run ./bench/serverload --compare DIR
 //
 // Prompt i is the same text on every server (Prompt), about --prompt-tokens
