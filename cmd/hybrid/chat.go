@@ -64,17 +64,11 @@ func chatCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	prog, done := bar(stderr, "loading "+*model)
-	m, err := runtime.LoadModel(*model, prog)
-	done()
+	m, c, err := loadModel(fs, stderr, *model, *ctx, *override)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	c, err := contextSize(fs, m.Config, *ctx, *override)
-	if err != nil {
-		return err
-	}
 	tmpl, isDefault, err := chat.FromGGUF(m.File)
 	if err != nil {
 		return err

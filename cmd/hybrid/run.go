@@ -77,17 +77,11 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 
 	t0 := time.Now()
-	prog, done := bar(stderr, "loading "+*model)
-	m, err := runtime.LoadModel(*model, prog)
-	done()
+	m, c, err := loadModel(fs, stderr, *model, *ctx, *override)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	c, err := contextSize(fs, m.Config, *ctx, *override)
-	if err != nil {
-		return err
-	}
 	sess, err := runtime.NewSession(m, runtime.SessionOptions{Policy: *policy, Hardware: *hardware, Profile: *profile,
 		Threads: *threads, CPUs: *cpus, Context: c, ContextOverride: *override, PerOp: *transfers == "per-op"})
 	if err != nil {
@@ -268,6 +262,23 @@ var stdin io.Reader = os.Stdin
 // readPrompt reads the prompt of --file path: a regular file, or standard
 // input for "-", of at most maxPromptBytes of UTF-8. Its errors name the
 // file: they are bad input (exit 1).
+// loadModel loads the model at path (the built-in one when empty) behind a
+// progress bar on stderr, and sizes its context from the --ctx flag.
+func loadModel(fs *flag.FlagSet, stderr io.Writer, path string, ctx int, override bool) (*llama.Model, int, error) {
+	prog, done := bar(stderr, "loading "+path)
+	m, err := runtime.LoadModel(path, prog)
+	done()
+	if err != nil {
+		return nil, 0, err
+	}
+	c, err := contextSize(fs, m.Config, ctx, override)
+	if err != nil {
+		m.Close()
+		return nil, 0, err
+	}
+	return m, c, nil
+}
+
 func readPrompt(path string) (string, error) {
 	name, r := "standard input", stdin
 	if path != "-" {

@@ -68,17 +68,11 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	prog, done := bar(stderr, "loading "+*model)
-	m, err := runtime.LoadModel(*model, prog)
-	done()
+	m, c, err := loadModel(fs, stderr, *model, *ctx, *override)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	c, err := contextSize(fs, m.Config, *ctx, *override)
-	if err != nil {
-		return err
-	}
 	sess, err := runtime.NewSession(m, runtime.SessionOptions{Policy: *policy, Threads: *threads, Context: c, ContextOverride: *override, Batch: *parallel})
 	if err != nil {
 		return err
