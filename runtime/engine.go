@@ -178,12 +178,8 @@ func NewEngine(x *Executor, o EngineOptions) (*Engine, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("runtime: %d slots do not fit a context of %d tokens", o.Slots, x.ctx)
 	}
-	if o.Slots > 1 {
-		for _, d := range x.devs {
-			if !d.Info().Sequences {
-				return nil, fmt.Errorf("runtime: %d slots: %s does not run steps of several sequences yet; use one slot, or a policy without it", o.Slots, d.Name())
-			}
-		}
+	if o.Slots > 1 && x.single != nil {
+		return nil, fmt.Errorf("runtime: %d slots: %s does not run steps of several sequences yet; use one slot, or a policy without it", o.Slots, x.single.Name())
 	}
 	e := &Engine{x: x, opts: o, queue: make(chan *job, o.Queue+o.Slots), stop: make(chan struct{}), n: n}
 	e.slots = make([]slot, o.Slots)

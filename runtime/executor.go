@@ -50,7 +50,9 @@ type Executor struct {
 	// rowLogits holds a batched step's logits, every row's.
 	rowLogits []float32
 	host      []float32 // scratch for copies through the host
-	Stats     Stats
+	// single is a device that runs steps of one sequence only (nil: none).
+	single devices.Device
+	Stats  Stats
 }
 
 // compiled is a step's graph with every op's device, buffers and copies.
@@ -91,6 +93,9 @@ func NewPlanExecutor(m *llama.Model, devs []devices.Device, ctx int, opts Option
 		steps: map[int]*compiled{}, logits: make([]float32, m.Config.Vocab)}
 	for _, d := range devs {
 		e.byName[d.Name()] = d
+		if e.single == nil && !d.Info().Sequences {
+			e.single = d
+		}
 	}
 	e.Stats.init(devs)
 	// Load weights for the decode graph and for a prefill graph (which adds
@@ -231,12 +236,8 @@ func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {
 	if st.Rows != nil {
 		key = -n
 	}
-	if st.Multi() {
-		for _, d := range e.devs {
-			if !d.Info().Sequences {
-				return nil, fmt.Errorf("runtime: %s does not run steps of several sequences (server slots); use a policy without it, or one slot", d.Name())
-			}
-		}
+	if st.Multi() && e.single != nil {
+		return nil, fmt.Errorf("runtime: %s does not run steps of several sequences (server slots); use a policy without it, or one slot", e.single.Name())
 	}
 	c, err := e.compile(key)
 	if err != nil {

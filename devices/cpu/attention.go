@@ -46,10 +46,6 @@ func faLanes() int {
 // its sequence alone.
 func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) error {
 	a := op.Attn
-	n := len(st.Tokens)
-	if st.Rows == nil && st.Base == 0 && (st.Pos < 0 || st.Pos+n > a.Context) {
-		return fmt.Errorf("cpu: op %s: positions %d..%d exceed the context of %d", op, st.Pos, st.Pos+n-1, a.Context)
-	}
 	if err := st.CheckCells(a.Context); err != nil {
 		return fmt.Errorf("cpu: op %s: %w", op, err)
 	}

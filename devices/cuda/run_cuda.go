@@ -54,9 +54,6 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 		}
 		st.Tokens = slices.Clone(st.Tokens) // the caller may reuse its slice before the op runs
 	case ops.Attention:
-		if st.Rows == nil && st.Base == 0 && (st.Pos < 0 || st.Pos+len(st.Tokens) > op.Attn.Context) {
-			return fmt.Errorf("cuda: op %s: positions %d..%d exceed the context of %d", op, st.Pos, st.Pos+len(st.Tokens)-1, op.Attn.Context)
-		}
 		if err := st.CheckCells(op.Attn.Context); err != nil {
 			return fmt.Errorf("cuda: op %s: %w", op, err)
 		}
