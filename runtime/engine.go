@@ -68,8 +68,8 @@ type Finish struct {
 // Engine serves generations for many callers on one Executor: requests
 // wait in a bounded queue for one of its slots, and a scheduler goroutine
 // runs them. The slots share the executor's KV cache, each a range of
-// Context()/Slots cells, as llama-server's -np does with its -c. Every
-// decode step runs all active slots together: one batched step (the
+// context/Slots cells (Context), as llama-server's -np does with its -c.
+// Every decode step runs all active slots together: one batched step (the
 // mat-muls with one row per slot, attention per slot); a new request joins
 // at the next step, after its prompt's prefill, and a finished or cancelled
 // one leaves and frees its slot. A slot keeps the tokens its cache holds,
@@ -166,7 +166,8 @@ func (o *outbox) take(buf []int32) (ids []int32, ok bool) {
 // NewEngine starts an engine on x. The engine owns x from now on: nothing
 // else may run steps on it until Close returns. With more than one slot
 // every device of x must run steps of several sequences
-// (devices.Info.Sequences), and each slot gets Context()/Slots cells.
+// (devices.Info.Sequences), and each slot gets the executor's context/Slots
+// cells.
 func NewEngine(x *Executor, o EngineOptions) (*Engine, error) {
 	if o.Slots < 1 || o.Slots > MaxSlots {
 		return nil, fmt.Errorf("runtime: slots %d must be 1..%d", o.Slots, MaxSlots)
@@ -419,14 +420,11 @@ func (e *Engine) start(j *job) bool {
 		history: append([]int32(nil), r.Prompt...)}
 	j.fin.Cached = keep
 	t0 := time.Now()
-	var logits []float32
 	rest := r.Prompt[keep:]
-	for i := 0; i < len(rest); i += MaxBatch {
-		k := min(i+MaxBatch, len(rest))
-		if logits, err = e.x.ForwardSeq(rest[i:k], keep+i, s.base); err != nil {
-			e.end(s, "", err)
-			return false
-		}
+	logits, err := e.x.PrefillSeq(rest, keep, s.base)
+	if err != nil {
+		e.end(s, "", err)
+		return false
 	}
 	s.cached = append(s.cached, rest...)
 	j.fin.PrefillMs = ms(time.Since(t0))

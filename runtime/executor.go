@@ -347,11 +347,17 @@ func (e *Executor) Prefill(tokens []int32, pos int) ([]float32, error) {
 	if pos+len(tokens) > e.ctx {
 		return nil, fmt.Errorf("runtime: a prompt of %d tokens does not fit the context of %d tokens (use a larger --ctx or a shorter prompt)", len(tokens), e.ctx-pos)
 	}
+	return e.PrefillSeq(tokens, pos, 0)
+}
+
+// PrefillSeq is Prefill for the sequence whose cells start at base
+// (ForwardSeq).
+func (e *Executor) PrefillSeq(tokens []int32, pos, base int) ([]float32, error) {
 	var logits []float32
 	for i := 0; i < len(tokens); i += MaxBatch {
 		j := min(i+MaxBatch, len(tokens))
 		var err error
-		if logits, err = e.Forward(tokens[i:j], pos+i); err != nil {
+		if logits, err = e.ForwardSeq(tokens[i:j], pos+i, base); err != nil {
 			return nil, err
 		}
 	}
