@@ -23,8 +23,8 @@ prep() {
 D=/tmp/lcpp-srv; mkdir -p $D && tar -xzf .device/mg/lcpp/lcpp.tgz -C $D
 cmake -S $D -B $D/build -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DGGML_CUDA_FA=ON -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON \
-  -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_CUDA_NCCL=OFF >$D/cmake.log 2>&1
-cmake --build $D/build -j"$(nproc)" --target llama-server >$D/build.log 2>&1
+  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_CUDA_NCCL=OFF >$D/cmake.log 2>&1
+cmake --build $D/build -j"$(nproc)" --target llama-server llama-batched-bench >$D/build.log 2>&1
 EOS
     setsid nohup bash /tmp/build-server.sh </dev/null >/tmp/build-server.out 2>&1 &
     echo "llama-server build started"

@@ -146,8 +146,10 @@ type Device struct {
 	used   int64
 	tokens dptr   // the step on the device: its position, then its token ids
 	ntok   int    // token ids tokens has room for
-	rowPos dptr   // a batched step's positions, one per row (uploadRows)
-	nrow   int    // positions rowPos has room for
+	rowPos dptr   // a batched step's rows: position and first cell of each (uploadRows)
+	nrow   int    // rows rowPos has room for
+	xq     dptr   // activation rows quantized to 8 bits for mvb (launchMVB)
+	nxq    int64  // bytes xq has room for
 	stream stream // every launch goes here (graphs need a stream of our own)
 	graphs map[string]*graph
 	seen   map[string]bool // batches run once, captured when seen again

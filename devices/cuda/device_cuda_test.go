@@ -148,11 +148,24 @@ func TestMatMul(t *testing.T) {
 						}
 					})
 					ref := runOp(t, cpuDev, op, ops.Step{}, data, n*sh.rows, x)
-					if n == 1 && chunk(typ) == 32 {
-						// Decode of a block type: 8-bit activations, as
-						// the CPU device quantizes them, with exact
-						// integer block sums, so the two differ only in
-						// the order a row's block terms are added.
+					if n < mmtMin && chunk(typ) == 32 && stageBytes(typ, sh.cols) <= maxStage {
+						// Decode of a block type, and batches under the
+						// tensor cores': 8-bit activations, as the CPU
+						// device quantizes them, with exact integer
+						// block sums, so the two differ only in the
+						// order a row's block terms are added.
+						if n > 1 {
+							// Each row of a batch exactly as that row's
+							// decode step alone.
+							for _, tk := range []int{0, n / 2, n - 1} {
+								one := runOp(t, g, op, ops.Step{}, data, sh.rows, x[tk*sh.cols:(tk+1)*sh.cols])
+								for i, v := range one {
+									if got[tk*sh.rows+i] != v {
+										t.Fatalf("row %d of %d, out[%d] = %g, alone %g: a batch must compute each row as decode does", tk, n, i, got[tk*sh.rows+i], v)
+									}
+								}
+							}
+						}
 						if e, i := verify.MaxErr(got, func(i int) float64 { return float64(ref[i]) }, func(i int) float64 { return mag[i] }); e > 1e-5 {
 							t.Fatalf("out[%d] = %g, cpu %g: error %.3g of Σ|w·x| > 1e-5", i, got[i], ref[i], e)
 						} else {
@@ -452,9 +465,15 @@ func TestBandwidth(t *testing.T) {
 	}
 	g.Write(x, verify.RandVec(r, cols))
 	y, _ := g.Alloc(rows)
-	xn, _ := g.Alloc(8 * cols)
-	g.Write(xn, verify.RandVec(r, 8*cols))
-	yn, _ := g.Alloc(8 * rows)
+	// Batches of 2..16 rows (the batched decode step's mat-vecs) and 32
+	// (the tensor cores').
+	batches := []int{2, 4, 8, 16, 32}
+	xn, yn := map[int]devices.Buffer{}, map[int]devices.Buffer{}
+	for _, n := range batches {
+		xn[n], _ = g.Alloc(n * cols)
+		g.Write(xn[n], verify.RandVec(r, n*cols))
+		yn[n], _ = g.Alloc(n * rows)
+	}
 	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.Q2_K, quant.Q3_K, quant.IQ4_NL, quant.IQ4_XS, quant.F16, quant.F32} {
 		data, _ := quantized(t, r, typ, rows, cols)
 		copies := max(4, int(256<<20/len(data)))
@@ -491,9 +510,13 @@ func TestBandwidth(t *testing.T) {
 			return el / time.Duration(reps)
 		}
 		per := timeRuns(x.(*Buffer), y.(*Buffer), 400)
-		per8 := timeRuns(xn.(*Buffer), yn.(*Buffer), 100)
-		t.Logf("BANDWIDTH %-5s %dx%d: mat-vec %6.1f µs = %5.0f GB/s of weights; n=8 %6.1f µs = %5.0f GB/s (%d copies, %d MB)",
-			typ, rows, cols, per.Seconds()*1e6, float64(len(data))/per.Seconds()/1e9, per8.Seconds()*1e6, float64(len(data))/per8.Seconds()/1e9, copies, copies*len(data)>>20)
+		line := fmt.Sprintf("BANDWIDTH %-5s %dx%d: mat-vec %6.1f µs = %5.0f GB/s of weights (%d copies, %d MB); batches:",
+			typ, rows, cols, per.Seconds()*1e6, float64(len(data))/per.Seconds()/1e9, copies, copies*len(data)>>20)
+		for _, n := range batches {
+			pn := timeRuns(xn[n].(*Buffer), yn[n].(*Buffer), 100)
+			line += fmt.Sprintf(" n=%d %.1f µs (%.2f× n=1)", n, pn.Seconds()*1e6, pn.Seconds()/per.Seconds())
+		}
+		t.Log(line)
 	}
 
 	// Device-to-device copy bandwidth, the ceiling decode is measured

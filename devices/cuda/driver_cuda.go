@@ -32,6 +32,7 @@ static CUresult hy_enable_peer(CUcontext peer) {
 	CUresult r = cuCtxEnablePeerAccess(peer, 0);
 	return r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED ? CUDA_SUCCESS : r;
 }
+static CUresult hy_max_shared(CUfunction f, int n) { return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, n); }
 static CUresult hy_memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n) {
 	return cuMemcpyPeer(dst, dctx, src, sctx, n);
 }
@@ -177,3 +178,9 @@ func (m module) function(name string) (C.CUfunction, error) {
 }
 
 func (m module) unload() { C.cuModuleUnload(m.m) }
+
+// allowShared lets k's launches take up to n bytes of dynamic shared memory
+// (past the 48 KiB a launch gets without asking).
+func allowShared(k kernel, n int) error {
+	return cuErr("cuFuncSetAttribute "+k.name, C.hy_max_shared(k.fn, C.int(n)))
+}

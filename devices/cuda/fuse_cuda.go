@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"os"
 
@@ -25,8 +26,11 @@ import (
 // (Qwen2) always run alone. A fused launch writes every value the
 // ops it replaces write, and computes each exactly as they do (the kernels
 // share kernels/common.cuh), so fusing changes no result and nothing outside
-// the device can tell. Only decode steps (one token) are fused, only ops
-// queued back to back, and only where no output overlaps an input.
+// the device can tell. Only decode steps (one token) are fused so, only ops
+// queued back to back, and only where no output overlaps an input. Steps of
+// 2..mmtMin-1 tokens (a batched decode step of several sequences, or a short
+// prompt) fuse only MatMul{1,3} of one input: its rows quantized once, then
+// one mvb launch for the (up to) three weights.
 // HYBRID_CUDA_FUSE=0 turns it off.
 
 var noFuse = os.Getenv("HYBRID_CUDA_FUSE") == "0"
@@ -61,6 +65,7 @@ const (
 	fuseSiLU               // [RMSNorm] MatMul MatMul SiLUMul
 	fuseAdd                // [RMSNorm] MatMul Add
 	fuseRope               // RoPE RoPE Attention
+	fuseMVB                // MatMul×1..3 of one input of several rows (a batch under mmtMin)
 )
 
 // The fused mat-vec kernel's modes (MV_* in kernels/fused.cu).
@@ -97,7 +102,13 @@ func (d *Device) fuse(b []pending) []unit {
 // applies, else q[0] alone.
 func (d *Device) match(q []pending) unit {
 	one := unit{kind: single, ops: q[:1]}
-	if noFuse || d.noFuse || len(q[0].st.Tokens) != 1 || q[0].st.Rows != nil {
+	if noFuse || d.noFuse {
+		return one
+	}
+	if n := len(q[0].st.Tokens); n > 1 && n < mmtMin {
+		return matchMVB(q)
+	}
+	if len(q[0].st.Tokens) != 1 || q[0].st.Rows != nil {
 		return one
 	}
 	if u, ok := matchRope(q); ok {
@@ -147,6 +158,38 @@ func (d *Device) match(q []pending) unit {
 	}
 	return u
 }
+
+// matchMVB matches the mat-vecs of one input of several rows by weights of
+// one type and row length, at most three (a layer's q, k and v; gate and
+// up): one quantization of the input and one launch of mvb.
+func matchMVB(q []pending) unit {
+	one := unit{kind: single, ops: q[:1]}
+	p0 := q[0]
+	if p0.op.Kind != ops.MatMul || p0.n != 1 || p0.w == nil || !onQ8(p0.w) {
+		return one
+	}
+	n := len(p0.st.Tokens)
+	i := 0
+	for ; i < len(q) && i < 3; i++ {
+		p := q[i]
+		if p.op.Kind != ops.MatMul || p.n != 1 || !same(p.ins[0], p0.ins[0]) || p.w == nil || p.w.typ != p0.w.typ ||
+			p.w.w.Cols != p0.w.w.Cols || p.ins[0].n != n*p.w.w.Cols || p.out.n < n*p.w.w.Rows {
+			break
+		}
+	}
+	if i == 0 {
+		return one
+	}
+	u := unit{kind: fuseMVB, ops: q[:i]}
+	if !disjoint(u) {
+		return one
+	}
+	return u
+}
+
+// onQ8 reports whether the mat-vecs of w run on 8-bit activations
+// (kernels/q8.cuh): the block types whose row the decode kernel can stage.
+func onQ8(w *weight) bool { return chunk(w.typ) == 32 && stageBytes(w.typ, w.w.Cols) <= maxStage }
 
 // fusable reports whether a decode mat-vec can run in the fused kernel.
 func fusable(p pending) bool {
@@ -228,6 +271,15 @@ func (d *Device) runUnit(u unit) error {
 			return opErr(u.ops[2], err)
 		}
 		return nil
+	case fuseMVB:
+		var ws [3]mvWeight
+		for j, p := range u.ops {
+			ws[j] = mvWeight{p.w, p.out}
+		}
+		if err := d.launchMVB(u.ops[0].ins[0], len(u.ops[0].st.Tokens), ws[:len(u.ops)]); err != nil {
+			return opErr(u.ops[0], err)
+		}
+		return nil
 	}
 	for _, p := range u.ops {
 		if err := d.runOp(p); err != nil {
@@ -307,6 +359,72 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		i32(mode).ptr(ptr(res)).ptr(ptr(sum))
 	const warps = 8 // MV_THREADS / 32
 	return launchShared(d.k.byType[w0.typ].mv, (total+warps-1)/warps, 1, 32*warps, stageBytes(w0.typ, cols), a)
+}
+
+// mvbShared is the most shared memory an mvb block stages activation rows
+// in: at most two blocks' worth per multiprocessor (sm_80 and later have
+// 164 KiB and up), so that two blocks of eight warps each fit.
+const mvbShared = 80 << 10
+
+// mvbRows is mvb's most activation rows per block (MVB_NR in
+// kernels/fused.cu).
+const mvbRows = 8
+
+// mvbWarpRows is the weight rows each warp of mvb takes: more share each
+// block's staged activations among more rows, fewer put more warps in
+// flight. Measured on an H100 at 5632×2048 (TestBandwidth), 1, 2 and 4 were
+// within 10% of each other from 4 rows up; 4 was 15–25% slower at 2 rows.
+const mvbWarpRows = 2
+
+// launchMVB launches the batched mat-vec of kernels/fused.cu: the n rows of
+// x, quantized to 8 bits into d.xq as the decode mat-vec quantizes its row
+// (xq_<type>), times up to three weights of one block type and row length,
+// each into its y, each product exactly the decode mat-vec's of that row.
+func (d *Device) launchMVB(x *Buffer, n int, ws []mvWeight) error {
+	w0 := ws[0].w
+	cols := w0.w.Cols
+	if x.n < n*cols {
+		return fmt.Errorf("input of %d elements, want %d×%d", x.n, n, cols)
+	}
+	stride := (stageBytes(w0.typ, cols) + 15) &^ 15
+	if need := int64(n) * int64(stride); need > d.nxq {
+		need = max(need, mmtMin*int64(stride))
+		p, err := d.alloc(need)
+		if err != nil {
+			return err
+		}
+		if d.xq != 0 {
+			if err := d.release(d.xq); err != nil {
+				return err
+			}
+		}
+		d.xq, d.nxq = p, need
+	}
+	tk := d.k.byType[w0.typ]
+	if err := launch(tk.xq, n, 1, 256, d.args().ptr(uintptr(x.ptr)).ptr(uintptr(d.xq)).i32(cols).i64(int64(stride))); err != nil {
+		return err
+	}
+	var wp, yp [3]uintptr
+	var rows [3]int
+	total := 0
+	for j, m := range ws {
+		if m.y.n < n*m.w.w.Rows {
+			return fmt.Errorf("output of %d elements, want %d×%d", m.y.n, n, m.w.w.Rows)
+		}
+		wp[j], yp[j], rows[j] = uintptr(m.w.ptr), uintptr(m.y.ptr), m.w.w.Rows
+		total += rows[j]
+	}
+	// Activation rows per block: as many as fit the shared memory, at
+	// most mvbRows, spread evenly over the groups.
+	nr := max(1, min(mvbRows, n, mvbShared/stride))
+	groups := (n + nr - 1) / nr
+	nr = (n + groups - 1) / groups
+	a := d.args().ptr(uintptr(d.xq)).i32(stride).i32(n).i32(nr).i32(mvbWarpRows).i32(cols).
+		ptr(wp[0]).ptr(wp[1]).ptr(wp[2]).i64(int64(w0.rowBytes)).
+		ptr(yp[0]).ptr(yp[1]).ptr(yp[2]).i32(rows[0]).i32(rows[1]).i32(rows[2])
+	const warps = 8 // MV_THREADS / 32
+	per := warps * mvbWarpRows
+	return launchShared(tk.mvb, groups, (total+per-1)/per, 32*warps, nr*stride, a)
 }
 
 // runRope launches RoPE of q and k with the cache append, then attention.

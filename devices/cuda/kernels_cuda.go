@@ -54,6 +54,7 @@ type typed struct {
 	matvec, matmul8, embed kernel
 	mmt, mmt32             kernel // tensor-core prefill mat-mul, 64- and 32-token tiles (kernels/matmul.cu)
 	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
+	mvb, xq                kernel // mat-vecs of several rows on 8-bit activations, and their quantization (kernels/fused.cu)
 }
 
 // kernels are one context's loaded functions, looked up once.
@@ -118,6 +119,15 @@ func loadKernels() (*kernels, error) {
 			return nil, err
 		}
 		if tk.mv, err = get(fm, "mv_"+n); err != nil {
+			return nil, err
+		}
+		if tk.mvb, err = get(fm, "mvb_"+n); err != nil {
+			return nil, err
+		}
+		if tk.xq, err = get(fm, "xq_"+n); err != nil {
+			return nil, err
+		}
+		if err := allowShared(tk.mvb, mvbShared); err != nil {
 			return nil, err
 		}
 		k.byType[t] = &tk

@@ -229,17 +229,17 @@ func opErr(p pending, err error) error { return fmt.Errorf("cuda: op %s: %w", p.
 // sig is a batch's key: its token count and each op with its weight and buffers.
 func (d *Device) sig(b []pending) []byte {
 	k := binary.LittleEndian.AppendUint64(d.key[:0], uint64(len(b[0].st.Tokens)))
-	// The cells of the step's sequences are baked into the launches (the
-	// positions are read from device memory).
+	// A sequence's first cell is baked into the launches of its step; a
+	// batched step's rows are read from device memory (uploadRows), and
+	// its key is only whether it is one.
 	for _, p := range b {
 		if p.op.Kind != ops.Attention {
 			continue
 		}
 		if p.st.Rows == nil {
 			k = binary.LittleEndian.AppendUint64(k, uint64(p.st.Base))
-		}
-		for _, r := range p.st.Rows {
-			k = binary.LittleEndian.AppendUint64(k, uint64(r.Base))
+		} else {
+			k = binary.LittleEndian.AppendUint64(k, math.MaxUint64)
 		}
 		break
 	}
@@ -269,8 +269,9 @@ func (d *Device) freeGraphs() {
 }
 
 // mmtMin is the batch from which mat-muls of non-F32 weights run on tensor
-// cores (mmt_* in kernels/matmul.cu); smaller batches keep matmul8, which
-// reads the weights once per 8 tokens in f32.
+// cores (mmt_* in kernels/matmul.cu). Smaller batches of the block types run
+// mvb (kernels/fused.cu), each row exactly as a decode step computes it; of
+// the float types, matmul8, which reads the weights once per 8 tokens in f32.
 const mmtMin = 32
 
 // mmtTiles is the fewest 64×64 tiles a prefill mat-mul is launched as; with
@@ -316,9 +317,13 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 		tk := d.k.byType[w.typ]
 		a := d.args().ptr(uintptr(w.ptr)).i64(int64(w.rowBytes)).ptr(uintptr(in[0].ptr)).ptr(uintptr(out.ptr)).i32(rows).i32(cols).i32(n)
 		const warps = 4 // rows per block
-		if n == 1 && chunk(w.typ) == 32 && stageBytes(w.typ, cols) <= maxStage {
+		if n < mmtMin && onQ8(w) {
 			// Block types on 8-bit activations, as the fused decode
-			// kernels compute them (kernels/q8.cuh).
+			// kernels compute them (kernels/q8.cuh); several rows
+			// each as the decode step would.
+			if n > 1 {
+				return d.launchMVB(in[0], n, []mvWeight{{w, out}})
+			}
 			return d.launchMV(in[0], 0, nil, 0, []mvWeight{{w, out}}, mvPlain, nil, nil)
 		}
 		if n == 1 {
@@ -344,21 +349,9 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 			return err
 		}
 		width := in[0].n / rows
-		if st.Rows != nil {
-			// Each row at its own position (d.rowPos, uploaded by runBatch).
-			pairs := (width / r.HeadDim) * (r.HeadDim / 2)
-			for i := range rows {
-				off := dptr(4 * i * width)
-				if err := launch(d.k.rope, blocks(pairs), 1, threads, d.args().ptr(uintptr(in[0].ptr+off)).ptr(uintptr(out.ptr+off)).i32(1).i32(width).i32(r.HeadDim).i32(r.Dims).f32(ropeScale(r)).ptr(uintptr(d.rowPos+dptr(4*i))).
-					i32(b2i(r.Neox)).ptr(uintptr(freqs))); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
 		pairs := rows * (width / r.HeadDim) * (r.HeadDim / 2)
 		return launch(d.k.rope, blocks(pairs), 1, threads, d.args().ptr(uintptr(in[0].ptr)).ptr(uintptr(out.ptr)).i32(rows).i32(width).i32(r.HeadDim).i32(r.Dims).f32(ropeScale(r)).ptr(uintptr(d.tokens)).
-			i32(b2i(r.Neox)).ptr(uintptr(freqs)))
+			i32(b2i(r.Neox)).ptr(uintptr(freqs)).ptr(d.rowsOf(st)))
 	case ops.AddBias:
 		n, cols := in[0].n, w.w.Cols
 		if cols == 0 || n%cols != 0 || out.n < n {
@@ -437,30 +430,20 @@ func (d *Device) attention(op *ops.Op, st ops.Step, in []*Buffer, out *Buffer) e
 		return err
 	}
 	if st.Rows != nil {
-		// Row by row, each a decode step of its sequence alone: its
-		// position from d.rowPos, its cells from its base on.
-		qw, dim := a.Heads*a.HeadDim, base.dim
-		for i, r := range st.Rows {
-			c := base.at(r.Base)
-			pos := d.rowPos + dptr(4*i)
-			k, v := in[1].ptr+dptr(4*i*dim), in[2].ptr+dptr(4*i*dim)
-			if err := launch(d.k.kvAppend, (dim+255)/256, 1, 256, d.args().ptr(uintptr(k)).ptr(uintptr(v)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).
-				i32(dim).i32(dim).ptr(uintptr(pos))); err != nil {
-				return err
-			}
-			q := &Buffer{dev: d, ptr: in[0].ptr + dptr(4*i*qw), n: qw}
-			o := &Buffer{dev: d, ptr: out.ptr + dptr(4*i*qw), n: qw}
-			if err := d.attendAt(op, 1, q, o, c, pos); err != nil {
-				return err
-			}
+		// Each row a decode step of its own sequence: its position and
+		// first cell from d.rowPos, the whole cache seen by every row.
+		dim := base.dim
+		if err := launch(d.k.kvAppend, (n*dim+255)/256, 1, 256, d.args().ptr(uintptr(in[1].ptr)).ptr(uintptr(in[2].ptr)).ptr(uintptr(base.k)).ptr(uintptr(base.v)).
+			i32(n*dim).i32(dim).ptr(uintptr(d.tokens)).ptr(uintptr(d.rowPos))); err != nil {
+			return err
 		}
-		return nil
+		return d.attendAt(op, n, in[0], out, base, uintptr(d.rowPos))
 	}
 	c := base.at(st.Base)
 	// The kernels read the position from d.tokens (see flush).
 	dim := c.dim
 	if err := launch(d.k.kvAppend, (n*dim+255)/256, 1, 256, d.args().ptr(uintptr(in[1].ptr)).ptr(uintptr(in[2].ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).
-		i32(n*dim).i32(dim).ptr(uintptr(d.tokens))); err != nil {
+		i32(n*dim).i32(dim).ptr(uintptr(d.tokens)).ptr(0)); err != nil {
 		return err
 	}
 	return d.attend(op, n, in[0], out, c)
@@ -476,12 +459,14 @@ func (c *kvCache) at(base int) *kvCache {
 	return &kvCache{k: c.k + off, v: c.v + off, ctx: c.ctx - base, dim: c.dim}
 }
 
-// uploadRows writes a batched step's positions to d.rowPos (device thread
-// only), where its rope and attention launches read them.
+// uploadRows writes a batched step's rows to d.rowPos (device thread only):
+// each row's position in its sequence and the sequence's first cell, which
+// its rope, cache append and attention read, so that one captured graph
+// serves every step of that many rows.
 func (d *Device) uploadRows(rows []ops.Row) error {
 	if len(rows) > d.nrow {
 		n := max(len(rows), 64)
-		p, err := d.alloc(4 * int64(n))
+		p, err := d.alloc(8 * int64(n))
 		if err != nil {
 			return err
 		}
@@ -492,15 +477,24 @@ func (d *Device) uploadRows(rows []ops.Row) error {
 		}
 		d.rowPos, d.nrow = p, n
 	}
-	s, err := d.staging(4 * len(rows))
+	s, err := d.staging(8 * len(rows))
 	if err != nil {
 		return err
 	}
 	for i, r := range rows {
-		t := int32(r.Pos)
-		s[4*i], s[4*i+1], s[4*i+2], s[4*i+3] = byte(t), byte(t>>8), byte(t>>16), byte(t>>24)
+		binary.LittleEndian.PutUint32(s[8*i:], uint32(int32(r.Pos)))
+		binary.LittleEndian.PutUint32(s[8*i+4:], uint32(int32(r.Base)))
 	}
 	return memcpyHtoD(d.rowPos, d.stage, int64(len(s)))
+}
+
+// rowsOf is the rows argument of the rope, cache-append and attention
+// kernels for step st: d.rowPos for a batched step, else null.
+func (d *Device) rowsOf(st ops.Step) uintptr {
+	if st.Rows != nil {
+		return uintptr(d.rowPos)
+	}
+	return 0
 }
 
 // kvFor returns op's layer cache, allocating it at first use (device thread only).
@@ -536,13 +530,15 @@ const attWarps = 16
 // attend launches the attention kernel for n query rows q over cache c,
 // whose keys and values for the step are already appended.
 func (d *Device) attend(op *ops.Op, n int, q, out *Buffer, c *kvCache) error {
-	return d.attendAt(op, n, q, out, c, d.tokens)
+	return d.attendAt(op, n, q, out, c, 0)
 }
 
-// attendAt is attend with the step's first position read from pos.
-func (d *Device) attendAt(op *ops.Op, n int, q, out *Buffer, c *kvCache, pos dptr) error {
+// attendAt is attend for a batched step's rows where rows is d.rowPos (each
+// row's position and first cell), or for one sequence's n rows from the
+// step's position where it is 0.
+func (d *Device) attendAt(op *ops.Op, n int, q, out *Buffer, c *kvCache, rows uintptr) error {
 	a := op.Attn
 	scale := 1 / float32(math.Sqrt(float64(a.HeadDim)))
 	return launch(d.k.attention, a.Heads, n, 32*attWarps, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
-		i32(a.Heads).i32(a.KVHeads).i32(a.HeadDim).ptr(uintptr(pos)).f32(scale))
+		i32(a.Heads).i32(a.KVHeads).i32(a.HeadDim).ptr(uintptr(d.tokens)).f32(scale).ptr(rows))
 }

@@ -3,6 +3,10 @@
 // already appended at pos..pos+n-1, rounded to nearest as the CPU device's
 // cache is), computed in f32. Query row i sees cache positions 0..pos+i.
 //
+// In a batched step of several sequences (rowp not null), query row i is
+// its own sequence's: at position rowp[2i] of the sequence whose cells start
+// at cell rowp[2i+1], it sees that sequence's cells 0..rowp[2i].
+//
 // Layout: one block per (query head, query row), ATT_WARPS warps; warp w
 // takes keys w, w+ATT_WARPS, … with an online softmax (running max, sum and
 // value accumulator per warp; lane l holds features l, l+32, …), then the
@@ -16,11 +20,16 @@
 #define MAX_T 8 // head dims up to 256
 
 extern "C" __global__ void attention(const float *q, const __half *kc, const __half *vc, float *out, int heads, int kvHeads,
-                                     int headDim, const int *posp, float scale) {
+                                     int headDim, const int *posp, float scale, const int *rowp) {
 	int pos = *posp; // the step's position, read from the device
 	__shared__ float sm[ATT_WARPS][2 + 32 * MAX_T];
 	int h = blockIdx.x, i = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	int dim = kvHeads * headDim, kh = (h / (heads / kvHeads)) * headDim, span = pos + i + 1;
+	if (rowp) {
+		span = rowp[2 * i] + 1;
+		long long cell = rowp[2 * i + 1];
+		kc += cell * dim, vc += cell * dim;
+	}
 	const float *qi = q + ((long long)i * heads + h) * headDim;
 	float qr[MAX_T], acc[MAX_T];
 #pragma unroll

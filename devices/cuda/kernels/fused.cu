@@ -128,3 +128,127 @@ extern "C" __global__ void rope_kv(const float *q, const float *k, const float *
 		vc[base + off] = __float2half_rn(v[off]), vc[base + off + 1] = __float2half_rn(v[off + 1]);
 	}
 }
+
+// Batched steps (several tokens, under the tensor-core batch): the mat-vecs
+// of the decode step for n activation rows at once, so that a batched decode
+// step of n sequences computes each row exactly as that sequence's decode
+// step alone does, bit for bit, while reading each weight row once per
+// MVB_NR activation rows instead of once per row.
+
+// xq_<type> quantizes n rows of x (cols each) into xq, row r's XQ at
+// r·stride (stride a multiple of 16, at least xqBytes(cols)), as the decode
+// mat-vec of weight type T stages its row (quant32 or quant256). One block
+// of 256 threads per row.
+template <int T>
+__device__ __forceinline__ void xq_rows(const float *x, uint8_t *xq, int cols, long long stride) {
+	const float *xr = x + (long long)blockIdx.x * cols;
+	XQ q = xq_at(xq + blockIdx.x * stride, cols);
+	auto val = [&](int i) { return xr[i]; };
+	if (D8<T>::block == 32)
+		quant32(val, cols, q, D8<T>::q81);
+	else if (D8<T>::block == 256)
+		quant256(val, cols, q);
+}
+
+#define XQROWS(id, name) \
+	extern "C" __global__ void xq_##name(const float *x, uint8_t *xq, int cols, long long stride) { xq_rows<id>(x, xq, cols, stride); }
+FOR_TYPES(XQROWS)
+
+#define MVB_NR 8 // activation rows per pass over a weight row
+
+// row_dotx is row_dotq's dot product of one weight row W with nv (≤ NR)
+// activation rows, row t's XQ at xb + t·xs, in one pass over the row: each
+// (weight row, activation row) pair is summed in exactly the order row_dotq
+// sums it, so each result equals the decode mat-vec's. A block's integer sums
+// are reduced one activation row at a time, so that only the NR running
+// sums stay live across the rows.
+template <int T, int NR>
+__device__ __forceinline__ void row_dotx(const uint8_t *W, const uint8_t *xb, int xs, int cols, int nv, int nb, int lane, float *y) {
+	typedef D8<T> D;
+	const int per = 32 / D::TPB;
+	int k = lane % D::TPB, first = lane / D::TPB;
+	float acc[NR];
+#pragma unroll
+	for (int t = 0; t < NR; t++) acc[t] = 0;
+	int iters = (nb + per - 1) / per;
+#pragma unroll 2
+	for (int it = 0; it < iters; it++) {
+		int b = it * per + first;
+		bool ok = b < nb;
+		const uint8_t *blk = W + (long long)b * D::bytes;
+#pragma unroll
+		for (int t = 0; t < NR; t++) {
+			if (t >= nv) break; // the same for every lane
+			XQ x = xq_at((uint8_t *)xb + t * xs, cols);
+			int dot = 0, off = 0;
+			if (ok) D::part(blk, k, x, b, dot, off);
+#pragma unroll
+			for (int o = 1; o < D::TPB; o <<= 1) {
+				dot += __shfl_xor_sync(FULL, dot, o);
+				if (D::hasOff) off += __shfl_xor_sync(FULL, off, o);
+			}
+			if (ok && k == 0) acc[t] = __fadd_rn(acc[t], D::fin(blk, x, b, dot, off));
+		}
+	}
+#pragma unroll
+	for (int t = 0; t < NR; t++) {
+		float s = acc[t];
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+		y[t] = s;
+	}
+}
+
+// mvb_<type>: Y_j[t, row] = W_j[row] · x[t] for the n activation rows of xq
+// (xq_<type>, row t at t·xs) against up to three weights W0..W2 of one type
+// and row length rb (r0, r1, r2 rows, counted on as one range of rows).
+// Block (gx, gy) takes activation rows gx·nr.. (at most nr ≤ MVB_NR of
+// them), staged into shared memory, and weight rows gy·8·rw..: each warp
+// rw of them, 8 apart, one after another. Activation groups vary fastest
+// across blocks, so the blocks that read one weight row run together and
+// all but the first find it in L2.
+template <int T>
+__device__ __forceinline__ void mvb(const uint8_t *xq, int xs, int n, int nr, int rw, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2,
+                                    long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2) {
+	extern __shared__ int4 xsm[];
+	const int warps = MV_THREADS / 32;
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, total = r0 + r1 + r2;
+	int first = blockIdx.y * warps * rw;
+	// The warp's weight rows are on their way to L2 while x is staged.
+	for (int r = 0; r < rw; r++) {
+		int row = first + r * warps + warp;
+		if (row >= total) break;
+		const uint8_t *W = row < r0 ? W0 + row * rb : row < r0 + r1 ? W1 + (row - r0) * rb : W2 + (row - r0 - r1) * rb;
+		for (long long o = 128 * lane; o < rb; o += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(W + o));
+	}
+	int g = blockIdx.x * nr, nv = min(nr, n - g);
+	const int4 *src = (const int4 *)(xq + (long long)g * xs);
+	for (int i = threadIdx.x; i < nv * xs / 16; i += blockDim.x) xsm[i] = src[i];
+	__syncthreads();
+	int nb = cols / (D8<T>::block ? D8<T>::block : 1);
+	for (int r = 0; r < rw; r++) {
+		int row = first + r * warps + warp, rows = r0;
+		if (row >= total) return;
+		const uint8_t *W = W0;
+		float *Y = Y0;
+		if (row >= r0 + r1) {
+			row -= r0 + r1, W = W2, Y = Y2, rows = r2;
+		} else if (row >= r0) {
+			row -= r0, W = W1, Y = Y1, rows = r1;
+		}
+		float y[MVB_NR];
+		row_dotx<T, MVB_NR>(W + row * rb, (const uint8_t *)xsm, xs, cols, nv, nb, lane, y);
+		if (lane == 0)
+#pragma unroll
+			for (int t = 0; t < MVB_NR; t++)
+				if (t < nv) Y[(long long)(g + t) * rows + row] = y[t];
+	}
+}
+
+#define MVB(id, name)                                                                                                                      \
+	extern "C" __global__ void __launch_bounds__(MV_THREADS)                                                                               \
+	    mvb_##name(const uint8_t *xq, int xs, int n, int nr, int rw, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, \
+	               float *Y0, float *Y1, float *Y2, int r0, int r1, int r2) {                                                              \
+		if (D8<id>::block) mvb<id>(xq, xs, n, nr, rw, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2);                                          \
+	}
+FOR_TYPES(MVB)

@@ -9,8 +9,9 @@
 // a warp reads consecutive bytes of its row, and dots each piece with NT activation rows
 // at once (NT = 1: mat-vec for decode of the float types, and of block types
 // whose row is too long to stage, the others decoding on 8-bit activations in
-// fused.cu; NT = 8: batches under 32 tokens, and F32 weights, reading the
-// weights once per 8 tokens). Bound: memory for NT = 1 (weights read once);
+// fused.cu; NT = 8: batches under 32 tokens of the float types and of such
+// long rows, and F32 weights, reading the weights once per 8 tokens; the
+// other block types' small batches run mvb in fused.cu). Bound: memory for NT = 1 (weights read once);
 // the batched version re-reads weights from L2 per 8 tokens and is far from
 // the FLOP rate of tensor cores, which mmt below uses.
 #include "common.cuh"

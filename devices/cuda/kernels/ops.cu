@@ -37,23 +37,25 @@ extern "C" __global__ void rms_norm(const float *x, const float *w, float *y, in
 
 // rope: llama.cpp's "normal" mode, or its NEOX mode where neox is set.
 // Thread (row, head, pair j) rotates the pair's two features of the head
-// (rope_feats) at position pos+row (rope_pair), with the frequency factors
-// freqs (Dims/2 of them) where not null. pos is read from the device (the
-// step's position, written once per step), so a captured CUDA graph replays
-// for every position.
+// (rope_feats) at the row's position (rope_pair), with the frequency factors
+// freqs (Dims/2 of them) where not null. The position is read from the
+// device, so a captured CUDA graph replays for every position: pos+row from
+// posp (the step's position, written once per step), or, in a batched step
+// of several sequences (rowp not null), rowp[2·row] (the row's position in
+// its sequence; rowp[2·row+1] is its first cell, unused here).
 extern "C" __global__ void rope(const float *x, float *y, int rows, int width, int headDim, int dims, float scale, const int *posp, int neox,
-                                const float *freqs) {
-	int pos = *posp;
+                                const float *freqs, const int *rowp) {
 	int half = headDim / 2, heads = width / headDim;
 	long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
 	if (idx >= (long long)rows * heads * half) return;
 	int j = idx % half, f0, f1;
 	long long rh = idx / half; // row*heads + head
 	int row = rh / heads;
+	int pos = rowp ? rowp[2 * row] : *posp + row;
 	rope_feats(j, dims, neox, f0, f1);
 	long long o0 = rh * headDim + f0, o1 = rh * headDim + f1;
 	float x0 = x[o0], x1 = x[o1];
-	rope_pair(x0, x1, pos + row, j, dims, scale, freqs, y[o0], y[o1]);
+	rope_pair(x0, x1, pos, j, dims, scale, freqs, y[o0], y[o1]);
 }
 
 // silu_mul: y = silu(g)·u = g/(1+e^-g)·u.
@@ -77,13 +79,17 @@ extern "C" __global__ void add_bias(const float *x, const float *b, float *y, in
 	if (i < n) y[i] = x[i] + b[i % d];
 }
 
-// kv_append: kc[pos·dim + i] = k[i], vc[pos·dim + i] = v[i] for the step's n
-// rows of dim (total = n·dim), rounded to binary16 (the cache is f16, as the
-// CPU device's); pos is read from the device.
-extern "C" __global__ void kv_append(const float *k, const float *v, __half *kc, __half *vc, int total, int dim, const int *posp) {
+// kv_append: kc[cell·dim + i] = k[i], vc[cell·dim + i] = v[i] for the
+// step's n rows of dim (total = n·dim), rounded to binary16 (the cache is
+// f16, as the CPU device's). Row r's cell is read from the device: pos+r
+// from posp, or in a batched step (rowp not null) rowp[2r+1] + rowp[2r], its
+// sequence's first cell plus its position.
+extern "C" __global__ void kv_append(const float *k, const float *v, __half *kc, __half *vc, int total, int dim, const int *posp, const int *rowp) {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < total) {
-		long long o = (long long)(*posp) * dim + i;
+		int r = i / dim;
+		long long cell = rowp ? rowp[2 * r + 1] + rowp[2 * r] : *posp + r;
+		long long o = cell * dim + i % dim;
 		kc[o] = __float2half_rn(k[i]);
 		vc[o] = __float2half_rn(v[i]);
 	}
