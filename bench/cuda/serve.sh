@@ -5,10 +5,14 @@
 # TinyLlama-1.1B Q4_0 and Llama-7B Q4_K_M, both servers with one total
 # context (CTX, default 4096) shared by N slots (-np N / --parallel N);
 # llama-server with its default flash attention setting (auto: on, on CUDA).
-# Carried in .device/mg: hybrid (-tags cuda), serverload, lcpp/ (from
-# ../shared/tools/llamacpp-cuda.sh pack). Parts: prep (build llama-server
-# with CUDA and its FlashAttention kernels in the background, synthesize the
-# models, wait for the build), run.
+# Carried in .device/mg: hybrid (-tags cuda), serverload, lcpp/lcpp.tgz.
+# Parts: pack (here: llama.cpp's source from ../shared/tools/llamacpp-setup.sh
+# into .device/mg/lcpp, with the scripts/ folder llama-server's build needs),
+# prep (there: build llama-server and llama-batched-bench with CUDA and the
+# FlashAttention kernels in the background, synthesize the models, wait for
+# the build up to WAIT seconds), run. The device machine goes back 30 s after
+# a call ends, so prep (about 6 minutes) and run belong in one call:
+#   WAIT=540 bash bench/cuda/serve.sh prep && bash bench/cuda/serve.sh run
 set -u
 H=.device/mg/hybrid
 L=.device/mg/serverload
@@ -72,8 +76,17 @@ run() {
   done
 }
 
+pack() {
+  local src
+  src=$(bash "$(dirname "$0")/../../../shared/tools/llamacpp-setup.sh" | tail -1)/../..
+  mkdir -p .device/mg/lcpp
+  tar -C "$src" --exclude=build -czf .device/mg/lcpp/lcpp.tgz CMakeLists.txt cmake ggml src include common vendor tools licenses scripts
+  echo ".device/mg/lcpp/lcpp.tgz"
+}
+
 case ${1:-} in
+pack) pack ;;
 prep) prep ;;
 run) run ;;
-*) echo "usage: serve.sh prep|run" >&2; exit 2 ;;
+*) echo "usage: serve.sh pack|prep|run" >&2; exit 2 ;;
 esac
