@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -351,16 +352,29 @@ func TestSampleCPU(t *testing.T) {
 	if err != nil {
 		t.Skip(err) // not Linux
 	}
-	// Spin for 200 ms of CPU: this process's time and the machine's busy
-	// time grow by about that (ticks of 10 ms).
-	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
+	// Spin until this process has used 200 ms more CPU by getrusage (other
+	// tests may share the cores, so wall time says little): its time by
+	// sampleCPU and the machine's busy time grow by about that (ticks of
+	// 10 ms).
+	used := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	u0 := used()
+	for start := time.Now(); used()-u0 < 200*time.Millisecond; {
+		if time.Since(start) > 20*time.Second {
+			t.Fatal("200 ms of CPU not used in 20 s")
+		}
 	}
 	b, err := sampleCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := b.self - a.self; d < 0.1 || d > 5 {
-		t.Errorf("this process used %.2f s of CPU spinning 0.2 s", d)
+	if d := b.self - a.self; d < 0.15 || d > 5 {
+		t.Errorf("this process used %.2f s of CPU by sampleCPU spinning 0.2 s by getrusage", d)
 	}
 	// Read one after the other: a tick apart at most.
 	if d := (b.server - a.server) - (b.self - a.self); d < -0.011 || d > 0.011 {
