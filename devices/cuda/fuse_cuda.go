@@ -389,16 +389,10 @@ func (d *Device) launchMVB(x *Buffer, n int, ws []mvWeight) error {
 	stride := (stageBytes(w0.typ, cols) + 15) &^ 15
 	if need := int64(n) * int64(stride); need > d.nxq {
 		need = max(need, mmtMin*int64(stride))
-		p, err := d.alloc(need)
-		if err != nil {
+		if err := d.regrow(&d.xq, need); err != nil {
 			return err
 		}
-		if d.xq != 0 {
-			if err := d.release(d.xq); err != nil {
-				return err
-			}
-		}
-		d.xq, d.nxq = p, need
+		d.nxq = need
 	}
 	tk := d.k.byType[w0.typ]
 	if err := launch(tk.xq, n, 1, 256, d.args().ptr(uintptr(x.ptr)).ptr(uintptr(d.xq)).i32(cols).i64(int64(stride))); err != nil {

@@ -389,16 +389,10 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 func (d *Device) uploadStep(pos int, toks []int32) error {
 	if len(toks) > d.ntok {
 		n := max(len(toks), 512)
-		p, err := d.alloc(4 * int64(1+n))
-		if err != nil {
+		if err := d.regrow(&d.tokens, 4*int64(1+n)); err != nil {
 			return err
 		}
-		if d.tokens != 0 {
-			if err := d.release(d.tokens); err != nil {
-				return err
-			}
-		}
-		d.tokens, d.ntok = p, n
+		d.ntok = n
 	}
 	s, err := d.staging(4 * (1 + len(toks)))
 	if err != nil {
@@ -466,16 +460,10 @@ func (c *kvCache) at(base int) *kvCache {
 func (d *Device) uploadRows(rows []ops.Row) error {
 	if len(rows) > d.nrow {
 		n := max(len(rows), 64)
-		p, err := d.alloc(8 * int64(n))
-		if err != nil {
+		if err := d.regrow(&d.rowPos, 8*int64(n)); err != nil {
 			return err
 		}
-		if d.rowPos != 0 {
-			if err := d.release(d.rowPos); err != nil {
-				return err
-			}
-		}
-		d.rowPos, d.nrow = p, n
+		d.nrow = n
 	}
 	s, err := d.staging(8 * len(rows))
 	if err != nil {
@@ -486,6 +474,23 @@ func (d *Device) uploadRows(rows []ops.Row) error {
 		binary.LittleEndian.PutUint32(s[8*i+4:], uint32(int32(r.Base)))
 	}
 	return memcpyHtoD(d.rowPos, d.stage, int64(len(s)))
+}
+
+// regrow replaces the scratch allocation *p (none if 0) with a new one of
+// n bytes (device thread only); its contents are not kept.
+func (d *Device) regrow(p *dptr, n int64) error {
+	q, err := d.alloc(n)
+	if err != nil {
+		return err
+	}
+	if *p != 0 {
+		if err := d.release(*p); err != nil {
+			d.release(q)
+			return err
+		}
+	}
+	*p = q
+	return nil
 }
 
 // rowsOf is the rows argument of the rope, cache-append and attention
