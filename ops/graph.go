@@ -111,6 +111,16 @@ type Graph struct {
 	Output int
 }
 
+// Producers returns, for every value, the ID of the op that writes it (0
+// for a value no op writes).
+func (g *Graph) Producers() []int {
+	p := make([]int, len(g.Values))
+	for _, op := range g.Ops {
+		p[op.Out] = op.ID
+	}
+	return p
+}
+
 // Step is what changes between runs of the same graph shape: the tokens and the
 // position of the first one.
 //

@@ -333,10 +333,7 @@ func lastReaders(g *ops.Graph) []int {
 // the same copy rule as Solve. It is the brute-force check's yardstick.
 func Evaluate(p *Problem, assign []int) (float64, bool) {
 	g := p.Graph
-	producer := make([]int, len(g.Values))
-	for _, op := range g.Ops {
-		producer[op.Out] = op.ID
-	}
+	producer := g.Producers()
 	held := map[[2]int]bool{}
 	var c float64
 	for _, op := range g.Ops {

@@ -139,10 +139,7 @@ func (p *Plan) ByName() map[string]string {
 // where its first input's producer is.
 func Assign(byName map[string]string, g *ops.Graph) ([]string, error) {
 	out := make([]string, len(g.Ops))
-	producer := make([]int, len(g.Values))
-	for _, op := range g.Ops {
-		producer[op.Out] = op.ID
-	}
+	producer := g.Producers()
 	for i, op := range g.Ops {
 		if d, ok := byName[op.Name]; ok {
 			out[i] = d
@@ -159,10 +156,7 @@ func Assign(byName map[string]string, g *ops.Graph) ([]string, error) {
 // transfersFor lists the copies a placement causes: each value read on a
 // device other than its producer's is copied there once.
 func transfersFor(g *ops.Graph, assign []string, copyTime func(from, to string, bytes int64) time.Duration) []Transfer {
-	producer := make([]int, len(g.Values))
-	for _, op := range g.Ops {
-		producer[op.Out] = op.ID
-	}
+	producer := g.Producers()
 	type key struct {
 		v  int
 		to string
@@ -198,10 +192,7 @@ func transfersFor(g *ops.Graph, assign []string, copyTime func(from, to string, 
 // perOpTransfers lists the ablation's copies: every input from the host to
 // the op's device and every output back, for ops not on a host device.
 func perOpTransfers(g *ops.Graph, assign []string, isHost func(string) bool, copyTime func(from, to string, bytes int64) time.Duration) []Transfer {
-	producer := make([]int, len(g.Values))
-	for _, op := range g.Ops {
-		producer[op.Out] = op.ID
-	}
+	producer := g.Producers()
 	var ts []Transfer
 	for _, op := range g.Ops {
 		d := assign[op.ID]
@@ -230,10 +221,7 @@ func (p *Plan) memoryFor(assign []string) (mem, resident map[string]int64) {
 	g := p.Graph
 	mem, resident = map[string]int64{}, map[string]int64{}
 	weights := map[string]bool{}
-	producer := make([]int, len(g.Values))
-	for _, op := range g.Ops {
-		producer[op.Out] = op.ID
-	}
+	producer := g.Producers()
 	type copied struct {
 		v int
 		d string

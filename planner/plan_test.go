@@ -125,10 +125,7 @@ func macPlansAgainstHand(t *testing.T, conv sim.Conversions) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		producer := make([]int, len(g.Values))
-		for _, op := range g.Ops {
-			producer[op.Out] = op.ID
-		}
+		producer := g.Producers()
 		var want float64
 		copied := map[[2]int]bool{}
 		for i, op := range g.Ops {

@@ -74,10 +74,7 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 // JSON returns the plan's machine-readable form.
 func (p *Plan) JSON() JSONPlan {
 	g := p.Graph
-	producer := make([]int, len(g.Values))
-	for _, op := range g.Ops {
-		producer[op.Out] = op.ID
-	}
+	producer := g.Producers()
 	step := "decode"
 	if g.Tokens > 1 {
 		step = "prefill"

@@ -139,10 +139,7 @@ func NewPlanExecutor(m *llama.Model, devs []devices.Device, ctx int, opts Option
 // place returns each op's device.
 func (e *Executor) place(g *ops.Graph) ([]devices.Device, error) {
 	out := make([]devices.Device, len(g.Ops))
-	producer := make([]int, len(g.Values))
-	for _, op := range g.Ops {
-		producer[op.Out] = op.ID
-	}
+	producer := g.Producers()
 	for i, op := range g.Ops {
 		if e.opts.Placement == nil {
 			out[i] = e.devs[0]
@@ -515,10 +512,7 @@ func bind(g *ops.Graph, dev []devices.Device, l *layout) (*compiled, error) {
 			return nil, errors.Join(err, c.free())
 		}
 	}
-	producer := make([]int, len(g.Values))
-	for _, op := range g.Ops {
-		producer[op.Out] = op.ID
-	}
+	producer := g.Producers()
 	for v := range g.Values {
 		c.out[v] = *l.home[v].buf
 	}
