@@ -248,12 +248,7 @@ func (d *Device) cache(layer int, a ops.AttnParams) *kvCache {
 	return c
 }
 
-func cpuFeatures() string {
-	if kernels.HasAVX512() {
-		return "AVX2/FMA/F16C kernels, AVX-512 numerics"
-	}
-	return kernels.Features()
-}
+func cpuFeatures() string { return kernels.Features() }
 
 // maxCPUs is the most separate CPU devices Open makes: the planner plans for
 // at most 16 devices.

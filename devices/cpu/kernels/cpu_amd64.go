@@ -45,10 +45,20 @@ func HasAVX512() bool { return hasAVX512 }
 
 // Features names the kernel set in use.
 func Features() string {
-	if hasAVX2 {
-		return "AVX2/FMA/F16C kernels"
+	if !hasAVX2 {
+		return "portable Go kernels"
 	}
-	return "portable Go kernels"
+	f := "AVX2/FMA/F16C kernels"
+	if hasAVX512 {
+		f += ", AVX-512 numerics"
+	}
+	if hasAVX512VNNI {
+		f += ", VNNI"
+	}
+	if hasAMX {
+		f += ", AMX tiles for prompts"
+	}
+	return f
 }
 
 // hasAVX512BF16 reports AVX512-BF16, with which a native llama.cpp multiplies

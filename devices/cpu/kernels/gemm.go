@@ -58,9 +58,12 @@ type gemmSpec struct {
 	// w[0:], stride bytes apart.
 	unpack func(w []byte, stride, nrows int, p *panel)
 	// lanes: multiplied by gemmLanes, in vec_dot's order (Q8_0); the others
-	// by gemmTile.
+	// by gemmTile. Where AMX runs, all take the tile order (amx.go).
 	lanes bool
 }
+
+// inLanes reports whether g's batches are summed in vec_dot's lanes here.
+func (g *gemmSpec) inLanes() bool { return g.lanes && gemmAMX == nil }
 
 var gemmFor = map[quant.Type]*gemmSpec{
 	quant.Q4_0: {c: 8, unpack: unpackQ4_0},
@@ -104,8 +107,10 @@ var gemmTile func(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32
 // panel is 16 weight rows unpacked: q holds for each block its 8 groups of
 // 64 bytes; sc the 16 rows' scales per block.
 type panel struct {
-	q  []byte
-	sc []float32
+	q   []byte
+	sc  []float32
+	c   []int32   // gemmAMX's tile scratch (amxScratch)
+	out []float32 // gemmAMX's products for all inputs
 }
 
 func (p *panel) size(cols int) {
@@ -269,6 +274,7 @@ type gemmTask struct {
 	y     []float32
 	bufs  chan *panel
 	src   panelSource
+	amx   *amxInputs // the inputs for gemmAMX, or nil
 }
 
 // panelSource writes panel pi (nr rows, fewer only for the last) of a
@@ -301,6 +307,14 @@ func (m *gemmTask) run(lo, hi int) {
 			clear(p.sc)
 		}
 		m.src.unpackPanel(pi, nr, p)
+		if m.amx != nil {
+			p.out = grow(p.out, m.amx.tiles*amxIn*panelRows)
+			gemmAMX(p, m.amx, nsb, p.out)
+			for i := range m.n {
+				copy(m.y[i*m.rows+r0:][:nr], p.out[i*panelRows:i*panelRows+nr])
+			}
+			continue
+		}
 		tile := gemmTile
 		if m.g.lanes {
 			tile = gemmLanes
@@ -341,6 +355,23 @@ func (p *Pool) gemm(g *gemmSpec, w []byte, rows, cols int, xs []xrow, y []float3
 func (p *Pool) gemmPanels(g *gemmSpec, rows, cols int, xs []xrow, y []float32, src panelSource) {
 	s := &p.scratch
 	n := len(xs)
+	if s.panels == nil {
+		s.panels = make(chan *panel, p.threads)
+		for range p.threads {
+			s.panels <- &panel{}
+		}
+	}
+	if gemmAMX != nil {
+		nt := (n + amxIn - 1) / amxIn
+		s.ax.size(nt, cols)
+		s.fa = amxFillTask{g: g, x: xs, cols: cols, a: &s.ax}
+		p.runTask(&s.fa, nt, 1)
+		s.fa = amxFillTask{}
+		s.gt = gemmTask{g: g, rows: rows, cols: cols, n: n, y: y, bufs: s.panels, src: src, amx: &s.ax}
+		p.runTask(&s.gt, (rows+panelRows-1)/panelRows, 1)
+		s.gt = gemmTask{}
+		return
+	}
 	nt := (n + tileIn - 1) / tileIn
 	if cap(s.tiles) < nt {
 		s.tiles = append(s.tiles[:cap(s.tiles)], make([]inTile, nt-cap(s.tiles))...)
@@ -349,12 +380,6 @@ func (p *Pool) gemmPanels(g *gemmSpec, rows, cols int, xs []xrow, y []float32, s
 	s.ft = fillTask{g: g, x: xs, cols: cols, tiles: tiles}
 	p.runTask(&s.ft, nt, 1)
 	s.ft = fillTask{}
-	if s.panels == nil {
-		s.panels = make(chan *panel, p.threads)
-		for range p.threads {
-			s.panels <- &panel{}
-		}
-	}
 	s.gt = gemmTask{g: g, rows: rows, cols: cols, n: n, tiles: tiles, y: y, bufs: s.panels, src: src}
 	p.runTask(&s.gt, (rows+panelRows-1)/panelRows, 1)
 	s.gt = gemmTask{}

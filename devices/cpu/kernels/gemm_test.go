@@ -10,59 +10,86 @@ import (
 )
 
 // TestGEMM checks the GEMM of every type it takes against the float64 dot of
-// the dequantized weights, with the kernel this CPU uses (the assembly one
-// where it has AVX512-VNNI) and with the Go one, and the two against each
-// other: they do the same operations in the same order, so they agree to the
-// bit but for the rare double rounding of the Go fma32.
+// the dequantized weights, with each of its kernels: the Go ones, the
+// assembly ones this CPU has (AVX512-VNNI, AMX), and the AMX path's layout
+// with its Go kernel on any CPU. Kernels that sum in the same order (Q8_0's
+// vec_dot lanes without AMX, the tile order otherwise) do the same
+// operations, so they agree to the bit but for the rare double rounding of
+// the Go fma32.
 func TestGEMM(t *testing.T) {
 	p := NewPool(3)
 	defer p.Close()
-	fast, fastLanes := gemmTile, gemmLanes
+	type tileFunc = func(*panel, *inTile, int, *[tileIn * panelRows]float32)
+	type amxFunc = func(*panel, *amxInputs, int, []float32)
+	type variant struct {
+		name        string
+		tile, lanes tileFunc
+		amx         amxFunc
+	}
+	variants := []variant{{name: "go", tile: gemmTileGo, lanes: gemmLanesGo}, {name: "amx-go", amx: gemmAMXGo}}
+	if gemmTile != nil {
+		variants = append(variants, variant{name: "vnni", tile: gemmTile, lanes: gemmLanes})
+	}
+	if gemmAMX != nil {
+		variants = append(variants, variant{name: "amx", amx: gemmAMX})
+	} else {
+		t.Log("no AMX on this CPU: its Go kernel checked, not its assembly")
+	}
+	if gemmTile == nil {
+		t.Log("no fast GEMM kernel on this CPU: checked the Go ones only")
+	}
+	defer func(t, l tileFunc, a amxFunc) { gemmTile, gemmLanes, gemmAMX = t, l, a }(gemmTile, gemmLanes, gemmAMX)
 	for typ, g := range gemmFor {
-		for _, sh := range []shape{{16, 256}, {41, 256}, {33, 2048}, {70, 5632}} {
-			for _, n := range []int{8, 13, 24} {
+		for _, sh := range []shape{{16, 256}, {41, 256}, {33, 2048}, {70, 5632}, {17, 288}} {
+			for _, n := range []int{8, 13, 24, 33} {
 				t.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, sh.rows, sh.cols, n), func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(typ), uint64(sh.rows*sh.cols+n)))
 					w := randomWeights(t, rng, typ, sh.rows, sh.cols)
 					x := randomInput(rng, n*sh.cols)
 					k := *kernelFor[typ]
 					xs := p.scratch.prepare(p, &k, x, n, sh.cols)
-					type tileFunc = func(*panel, *inTile, int, *[tileIn * panelRows]float32)
-					run := func(tile, lanes tileFunc) []float32 {
-						defer func(t, l tileFunc) { gemmTile, gemmLanes = t, l }(gemmTile, gemmLanes)
-						gemmTile, gemmLanes = tile, lanes
+					ftol := floatTol(sh.cols)
+					ref := make([][]float64, n)
+					absW := make([][]float64, n)
+					qerr := make([][]float64, n)
+					for i := range n {
+						ref[i], absW[i], qerr[i] = reference(t, typ, w, sh.rows, sh.cols, x[i*sh.cols:(i+1)*sh.cols], k.block)
+					}
+					first := map[bool]struct {
+						name string
+						y    []float32
+					}{}
+					for _, v := range variants {
+						gemmTile, gemmLanes, gemmAMX = v.tile, v.lanes, v.amx
 						y := make([]float32, n*sh.rows)
 						p.gemm(g, w, sh.rows, sh.cols, xs, y)
-						return y
-					}
-					slow := run(gemmTileGo, gemmLanesGo)
-					var got []float32
-					if fast != nil {
-						got = run(fast, fastLanes)
-					}
-					ftol := floatTol(sh.cols)
-					for i := range n {
-						want, absW, qerr := reference(t, typ, w, sh.rows, sh.cols, x[i*sh.cols:(i+1)*sh.cols], k.block)
-						for r := range sh.rows {
-							v := slow[i*sh.rows+r]
-							tol := qerr[r] + 2*ftol*absW[r] + 1e-30
-							if d := math.Abs(float64(v) - want[r]); d > tol {
-								t.Fatalf("input %d row %d: GEMM %g, want %g (|diff| %.3g > %.3g)", i, r, v, want[r], d, tol)
+						lanes := g.inLanes()
+						prev, seen := first[lanes]
+						for i := range n {
+							for r := range sh.rows {
+								got := y[i*sh.rows+r]
+								tol := qerr[i][r] + 2*ftol*absW[i][r] + 1e-30
+								if d := math.Abs(float64(got) - ref[i][r]); d > tol {
+									t.Fatalf("%s: input %d row %d: GEMM %g, want %g (|diff| %.3g > %.3g)", v.name, i, r, got, ref[i][r], d, tol)
+								}
+								if !seen {
+									continue
+								}
+								if f := prev.y[i*sh.rows+r]; f != got && math.Abs(float64(f-got)) > 0x1p-22*(absW[i][r]+qerr[i][r]) {
+									t.Fatalf("input %d row %d: %s GEMM %g, %s %g", i, r, v.name, got, prev.name, f)
+								}
 							}
-							if got == nil {
-								continue
-							}
-							if f := got[i*sh.rows+r]; f != v && math.Abs(float64(f-v)) > 0x1p-22*(absW[r]+qerr[r]) {
-								t.Fatalf("input %d row %d: assembly GEMM %g, Go %g", i, r, f, v)
-							}
+						}
+						if !seen {
+							first[lanes] = struct {
+								name string
+								y    []float32
+							}{v.name, y}
 						}
 					}
 				})
 			}
 		}
-	}
-	if fast == nil {
-		t.Log("no fast GEMM kernel on this CPU: checked the Go one only")
 	}
 }
 
@@ -79,24 +106,39 @@ func TestGEMMTypes(t *testing.T) {
 	}
 }
 
-// BenchmarkGEMM times a batch of 64 inputs through TinyLlama's largest
-// matrix shape (5632×2048) per type, one thread, and reports the multiply-add
-// rate.
+// BenchmarkGEMM times a batch of 64 inputs (and 512, a prompt's) through
+// TinyLlama's largest matrix shape (5632×2048) per type, one thread, and
+// reports the multiply-add rate.
 func BenchmarkGEMM(b *testing.B) {
-	const rows, cols, n = 5632, 2048, 64
+	const rows, cols = 5632, 2048
 	p := NewPool(1)
 	defer p.Close()
+	// Where AMX runs, the VNNI kernels are timed too ("/vnni").
+	amx := gemmAMX
+	defer func() { gemmAMX = amx }()
+	kinds := []string{""}
+	if amx != nil {
+		kinds = append(kinds, "/vnni")
+	}
 	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
-		b.Run(typ.String(), func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(1, 2))
-			w := benchWeights(typ, rows, cols)
-			x := randomInput(rng, n*cols)
-			y := make([]float32, n*rows)
-			for b.Loop() {
-				MatMul(p, typ, w, rows, cols, x, n, y)
+		for _, kind := range kinds {
+			for _, n := range []int{64, 512} {
+				b.Run(fmt.Sprintf("%s%s/n=%d", typ, kind, n), func(b *testing.B) {
+					gemmAMX = amx
+					if kind != "" {
+						gemmAMX = nil
+					}
+					rng := rand.New(rand.NewPCG(1, 2))
+					w := benchWeights(typ, rows, cols)
+					x := randomInput(rng, n*cols)
+					y := make([]float32, n*rows)
+					for b.Loop() {
+						MatMul(p, typ, w, rows, cols, x, n, y)
+					}
+					b.ReportMetric(float64(b.N)*rows*cols*float64(n)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+				})
 			}
-			b.ReportMetric(float64(b.N)*rows*cols*n/b.Elapsed().Seconds()/1e9, "GMAC/s")
-		})
+		}
 	}
 }
 

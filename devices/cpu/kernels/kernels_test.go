@@ -220,7 +220,7 @@ func TestMatMul(t *testing.T) {
 							} else {
 								MatVec(p, typ, w, sh.rows, sh.cols, x[i*sh.cols:(i+1)*sh.cols], one)
 							}
-							if k.gemm != nil && n >= gemmMin && !k.gemm.lanes {
+							if k.gemm != nil && n >= gemmMin && !k.gemm.inLanes() {
 								// The GEMM sums the same exact integer block
 								// sums in another order.
 								xi := x[i*sh.cols : (i+1)*sh.cols]

@@ -175,6 +175,8 @@ type scratch struct {
 	fm     fileMatrix
 	ft     fillTask
 	gt     gemmTask
+	ax     amxInputs
+	fa     amxFillTask
 	panels chan *panel // one per thread, for the GEMM's unpacked rows
 }
 

@@ -42,6 +42,28 @@ func TestPacked(t *testing.T) {
 	}
 }
 
+// TestPackedAMX runs TestPacked's Q4_0 batches through the AMX path: its
+// assembly where the CPU has AMX, else its Go kernel, which checks the
+// path's layout here.
+func TestPackedAMX(t *testing.T) {
+	p := NewPool(3)
+	defer p.Close()
+	if !Packable(quant.Q4_0, 32, 64) {
+		t.Skip("no packed kernels on this CPU")
+	}
+	if gemmAMX == nil {
+		defer func() { gemmAMX = nil }()
+		gemmAMX = gemmAMXGo
+	}
+	for _, sh := range []shape{{16, 256}, {48, 512}, {32, 5632}} {
+		for _, n := range []int{8, 19, 40} {
+			t.Run(fmt.Sprintf("%dx%d/n=%d", sh.rows, sh.cols, n), func(t *testing.T) {
+				testPacked(t, p, quant.Q4_0, sh, n)
+			})
+		}
+	}
+}
+
 func testPacked(t *testing.T, p *Pool, typ quant.Type, sh shape, n int) {
 	rng := rand.New(rand.NewPCG(uint64(n), uint64(sh.rows*sh.cols)))
 	w := randomWeights(t, rng, typ, sh.rows, sh.cols)
