@@ -120,16 +120,16 @@ func gemmAMXGo(p *panel, a *amxInputs, nb int, out []float32) {
 	}
 }
 
-// amxScratch returns p's 64-byte aligned scratch for the kernel's two C
-// tiles (2 × 16 × 16 int32).
+// amxScratch returns p's 64-byte aligned scratch for the kernels' C tiles:
+// up to two buffers of two (2 × 2 × 16 × 16 int32).
 func (p *panel) amxScratch() []int32 {
 	if p.c == nil {
-		buf := make([]int32, 512+16)
+		buf := make([]int32, 1024+16)
 		off := int(uintptr(unsafe.Pointer(&buf[0]))&63) / 4
 		if off != 0 {
 			off = 16 - off
 		}
-		p.c = buf[off : off+512]
+		p.c = buf[off : off+1024]
 	}
 	return p.c
 }

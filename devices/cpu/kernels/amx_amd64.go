@@ -7,6 +7,11 @@ package kernels
 //go:noescape
 func gemmTileAMX(pq *byte, psc *float32, nb int, aq *byte, ad *float32, aoff *int32, tiles int, out *float32, cbuf *int32, cfg *byte)
 
+// gemmTileAMXK is gemmAMXKGo in AMX and AVX-512 (amx_amd64.s).
+//
+//go:noescape
+func gemmTileAMXK(pq *byte, pk *float32, pairs int, aq *byte, axd *float32, abs *float32, tiles int, out *float32, cbuf *int32, cfg *byte)
+
 // amxConfig is the tile configuration gemmTileAMX loads (palette 1): C
 // tiles tmm0, tmm1 of 16 rows × 64 bytes, A tiles tmm2, tmm3 of 16 × 32, B
 // tiles tmm4, tmm5 of 8 × 64.
@@ -26,6 +31,14 @@ func gemmAMXAsm(p *panel, a *amxInputs, nb int, out []float32) {
 	_ = out[a.tiles*amxIn*panelRows-1]
 	c := p.amxScratch()
 	gemmTileAMX(&p.q[0], &p.sc[0], nb, &a.q[0], &a.d[0], &a.off[0], a.tiles, &out[0], &c[0], &amxConfig[0])
+}
+
+func gemmAMXKAsm(p *panel, a *amxKInputs, pairs int, out []float32) {
+	_, _ = p.q[pairs*1024-1], p.k[pairs*amxPair-1]
+	_, _, _ = a.q[a.tiles*pairs*1024-1], a.xd[a.tiles*pairs*amxIn-1], a.bs[a.tiles*pairs*2*amxIn-1]
+	_ = out[a.tiles*amxIn*panelRows-1]
+	c := p.amxScratch()
+	gemmTileAMXK(&p.q[0], &p.k[0], pairs, &a.q[0], &a.xd[0], &a.bs[0], a.tiles, &out[0], &c[0], &amxConfig[0])
 }
 
 // hasAMX reports AMX-TILE and AMX-INT8 with the OS saving tile state and
@@ -50,5 +63,6 @@ var hasAMX = func() bool {
 func init() {
 	if hasAMX {
 		gemmAMX = gemmAMXAsm
+		gemmAMXK = gemmAMXKAsm
 	}
 }

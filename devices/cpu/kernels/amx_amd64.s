@@ -37,9 +37,13 @@
 // tileloadd (DI)(AX*1), tmm2 or tmm3
 #define TILELOADD_TMM2_DI     BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x07
 #define TILELOADD_TMM3_DI     BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x1c; BYTE $0x07
+// tileloadd 512(DI)(AX*1), tmm3 (gemmTileAMXK's odd sub-block)
+#define TILELOADD_TMM3_DI512  BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x9c; BYTE $0x07; BYTE $0x00; BYTE $0x02; BYTE $0x00; BYTE $0x00
 // tileloadd (SI)(BX*1), tmm4 or tmm5
 #define TILELOADD_TMM4_SI     BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x1e
 #define TILELOADD_TMM5_SI     BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x1e
+// tileloadd 512(SI)(BX*1), tmm5
+#define TILELOADD_TMM5_SI512  BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x1e; BYTE $0x00; BYTE $0x02; BYTE $0x00; BYTE $0x00
 // tdpbsud tmm0 += tmm2·tmm4 and tmm1 += tmm3·tmm5 (A signed, B unsigned)
 #define TDPBSUD_TMM0_TMM2_TMM4 BYTE $0xc4; BYTE $0xe2; BYTE $0x5a; BYTE $0x5e; BYTE $0xc2
 #define TDPBSUD_TMM1_TMM3_TMM5 BYTE $0xc4; BYTE $0xe2; BYTE $0x52; BYTE $0x5e; BYTE $0xcb
@@ -307,6 +311,202 @@ store:
 	ADDQ $1024, R13
 	DECQ DX
 	JNZ  tile
+
+	TILERELEASE
+	VZEROUPPER
+	RET
+
+// gemmTileAMXK multiplies an unpacked Q4_K panel by a batch laid out in
+// tiles of 16 inputs (amxk.go): gemmAMXKGo's arithmetic, in its order.
+//
+// Per tile, Z0..Z15 hold the 16 inputs' sums acc and the tile's output rows
+// (R13) their sums accMin, until the end, when out = acc − accMin. Per pair
+// of sub-blocks, two TDPBSUDs (tmm0 += tmm2·tmm4 for the even one, tmm1 +=
+// tmm3·tmm5 for the odd) give the exact sums, stored to one of two buffers
+// (R11 written, R9 read, taking turns), folded a pair later: per input,
+// ie·sc_e + io·sc_o and m_e·bs_e + m_o·bs_o in floats (exact, amxk.go), each
+// times its scale into its sum.
+
+// PAIRK multiplies the next pair of sub-blocks into the buffer at R11.
+#define PAIRK \
+	TILELOADD_TMM2_DI \
+	TILELOADD_TMM4_SI \
+	TILEZERO_TMM0 \
+	TDPBSUD_TMM0_TMM2_TMM4 \
+	TILELOADD_TMM3_DI512 \
+	TILELOADD_TMM5_SI512 \
+	TILEZERO_TMM1 \
+	TDPBSUD_TMM1_TMM3_TMM5 \
+	TILESTORED_R11_TMM0 \
+	TILESTORED_R11_1024_TMM1 \
+	ADDQ $1024, DI \
+	ADDQ $1024, SI
+
+// FOLDK folds input t's sums of a pair from R9 into zf and its output row,
+// with the panel's scales in Z16 (even), Z23 (odd), mins Z24, Z25, d Z26,
+// dmin Z27; the input's scale at R10, its sums at R12.
+#define FOLDK(t, zf) \
+	VCVTDQ2PS        (t*64)(R9), Z17 \
+	VCVTDQ2PS        (1024+t*64)(R9), Z18 \
+	VMULPS           Z23, Z18, Z18 \
+	VFMADD213PS      Z18, Z16, Z17 \
+	VMULPS.BCST      (t*4)(R10), Z26, Z19 \
+	VFMADD231PS      Z19, Z17, zf \
+	VMULPS.BCST      (64+t*4)(R12), Z25, Z20 \
+	VFMADD231PS.BCST (t*4)(R12), Z24, Z20 \
+	VMULPS.BCST      (t*4)(R10), Z27, Z21 \
+	VMOVUPS          (t*64)(R13), Z22 \
+	VFMADD231PS      Z21, Z20, Z22 \
+	VMOVUPS          Z22, (t*64)(R13)
+
+// func gemmTileAMXK(pq *byte, pk *float32, pairs int, aq *byte, axd *float32, abs *float32, tiles int, out *float32, cbuf *int32, cfg *byte)
+TEXT ·gemmTileAMXK(SB), NOSPLIT, $0-80
+	MOVQ aq+24(FP), DI
+	MOVQ axd+32(FP), R10
+	MOVQ abs+40(FP), R12
+	MOVQ tiles+48(FP), DX
+	MOVQ out+56(FP), R13
+	MOVQ cfg+72(FP), R9
+	MOVQ $32, AX
+	MOVQ $64, BX
+	LDTILECFG_R9
+
+ktile:
+	MOVQ pq+0(FP), SI
+	MOVQ pk+8(FP), R8
+	MOVQ pairs+16(FP), CX
+	MOVQ cbuf+64(FP), R11
+	LEAQ 2048(R11), R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VMOVUPS Z0, 0(R13)
+	VMOVUPS Z0, 64(R13)
+	VMOVUPS Z0, 128(R13)
+	VMOVUPS Z0, 192(R13)
+	VMOVUPS Z0, 256(R13)
+	VMOVUPS Z0, 320(R13)
+	VMOVUPS Z0, 384(R13)
+	VMOVUPS Z0, 448(R13)
+	VMOVUPS Z0, 512(R13)
+	VMOVUPS Z0, 576(R13)
+	VMOVUPS Z0, 640(R13)
+	VMOVUPS Z0, 704(R13)
+	VMOVUPS Z0, 768(R13)
+	VMOVUPS Z0, 832(R13)
+	VMOVUPS Z0, 896(R13)
+	VMOVUPS Z0, 960(R13)
+	PAIRK
+	XCHGQ R9, R11
+	DECQ CX
+
+kpairs:
+	TESTQ CX, CX
+	JZ    klast
+	PAIRK
+	VMOVUPS (R8), Z16
+	VMOVUPS 64(R8), Z23
+	VMOVUPS 128(R8), Z24
+	VMOVUPS 192(R8), Z25
+	VMOVUPS 256(R8), Z26
+	VMOVUPS 320(R8), Z27
+	FOLDK(0, Z0)
+	FOLDK(1, Z1)
+	FOLDK(2, Z2)
+	FOLDK(3, Z3)
+	FOLDK(4, Z4)
+	FOLDK(5, Z5)
+	FOLDK(6, Z6)
+	FOLDK(7, Z7)
+	FOLDK(8, Z8)
+	FOLDK(9, Z9)
+	FOLDK(10, Z10)
+	FOLDK(11, Z11)
+	FOLDK(12, Z12)
+	FOLDK(13, Z13)
+	FOLDK(14, Z14)
+	FOLDK(15, Z15)
+	ADDQ $384, R8
+	ADDQ $64, R10
+	ADDQ $128, R12
+	XCHGQ R9, R11
+	DECQ CX
+	JMP  kpairs
+
+klast:
+	VMOVUPS (R8), Z16
+	VMOVUPS 64(R8), Z23
+	VMOVUPS 128(R8), Z24
+	VMOVUPS 192(R8), Z25
+	VMOVUPS 256(R8), Z26
+	VMOVUPS 320(R8), Z27
+	FOLDK(0, Z0)
+	FOLDK(1, Z1)
+	FOLDK(2, Z2)
+	FOLDK(3, Z3)
+	FOLDK(4, Z4)
+	FOLDK(5, Z5)
+	FOLDK(6, Z6)
+	FOLDK(7, Z7)
+	FOLDK(8, Z8)
+	FOLDK(9, Z9)
+	FOLDK(10, Z10)
+	FOLDK(11, Z11)
+	FOLDK(12, Z12)
+	FOLDK(13, Z13)
+	FOLDK(14, Z14)
+	FOLDK(15, Z15)
+	ADDQ $384, R8
+	ADDQ $64, R10
+	ADDQ $128, R12
+	VSUBPS 0(R13), Z0, Z0
+	VMOVUPS Z0, 0(R13)
+	VSUBPS 64(R13), Z1, Z1
+	VMOVUPS Z1, 64(R13)
+	VSUBPS 128(R13), Z2, Z2
+	VMOVUPS Z2, 128(R13)
+	VSUBPS 192(R13), Z3, Z3
+	VMOVUPS Z3, 192(R13)
+	VSUBPS 256(R13), Z4, Z4
+	VMOVUPS Z4, 256(R13)
+	VSUBPS 320(R13), Z5, Z5
+	VMOVUPS Z5, 320(R13)
+	VSUBPS 384(R13), Z6, Z6
+	VMOVUPS Z6, 384(R13)
+	VSUBPS 448(R13), Z7, Z7
+	VMOVUPS Z7, 448(R13)
+	VSUBPS 512(R13), Z8, Z8
+	VMOVUPS Z8, 512(R13)
+	VSUBPS 576(R13), Z9, Z9
+	VMOVUPS Z9, 576(R13)
+	VSUBPS 640(R13), Z10, Z10
+	VMOVUPS Z10, 640(R13)
+	VSUBPS 704(R13), Z11, Z11
+	VMOVUPS Z11, 704(R13)
+	VSUBPS 768(R13), Z12, Z12
+	VMOVUPS Z12, 768(R13)
+	VSUBPS 832(R13), Z13, Z13
+	VMOVUPS Z13, 832(R13)
+	VSUBPS 896(R13), Z14, Z14
+	VMOVUPS Z14, 896(R13)
+	VSUBPS 960(R13), Z15, Z15
+	VMOVUPS Z15, 960(R13)
+	ADDQ $1024, R13
+	DECQ DX
+	JNZ  ktile
 
 	TILERELEASE
 	VZEROUPPER

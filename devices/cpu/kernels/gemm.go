@@ -109,8 +109,9 @@ var gemmTile func(p *panel, a *inTile, nsb int, out *[tileIn * panelRows]float32
 type panel struct {
 	q   []byte
 	sc  []float32
-	c   []int32   // gemmAMX's tile scratch (amxScratch)
-	out []float32 // gemmAMX's products for all inputs
+	c   []int32   // the AMX kernels' tile scratch (amxScratch)
+	out []float32 // the AMX kernels' products for all inputs
+	k   []float32 // an unpacked Q4_K panel's scales (unpackPanelK)
 }
 
 func (p *panel) size(cols int) {
@@ -355,12 +356,7 @@ func (p *Pool) gemm(g *gemmSpec, w []byte, rows, cols int, xs []xrow, y []float3
 func (p *Pool) gemmPanels(g *gemmSpec, rows, cols int, xs []xrow, y []float32, src panelSource) {
 	s := &p.scratch
 	n := len(xs)
-	if s.panels == nil {
-		s.panels = make(chan *panel, p.threads)
-		for range p.threads {
-			s.panels <- &panel{}
-		}
-	}
+	s.panelBufs(p.threads)
 	if gemmAMX != nil {
 		nt := (n + amxIn - 1) / amxIn
 		s.ax.size(nt, cols)
@@ -383,4 +379,14 @@ func (p *Pool) gemmPanels(g *gemmSpec, rows, cols int, xs []xrow, y []float32, s
 	s.gt = gemmTask{g: g, rows: rows, cols: cols, n: n, tiles: tiles, y: y, bufs: s.panels, src: src}
 	p.runTask(&s.gt, (rows+panelRows-1)/panelRows, 1)
 	s.gt = gemmTask{}
+}
+
+// panelBufs makes the scratch's panel buffers, one per thread, on first use.
+func (s *scratch) panelBufs(threads int) {
+	if s.panels == nil {
+		s.panels = make(chan *panel, threads)
+		for range threads {
+			s.panels <- &panel{}
+		}
+	}
 }

@@ -177,6 +177,9 @@ type scratch struct {
 	gt     gemmTask
 	ax     amxInputs
 	fa     amxFillTask
+	axk    amxKInputs
+	fk     amxKFillTask
+	kt     amxKTask
 	panels chan *panel // one per thread, for the GEMM's unpacked rows
 }
 

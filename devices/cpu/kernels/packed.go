@@ -166,6 +166,15 @@ func (pk *Packed) MatMul(p *Pool, x []float32, n int, y []float32) {
 		p.gemmPanels(gemmFor[pk.Type], pk.Rows, pk.Cols, xs, y, pk)
 		return
 	}
+	// Where AMX runs, the inputs llama.cpp's GEMM takes (all but the last
+	// n%4) go through the tile kernel, in that GEMM's order; the rest below.
+	if m := n - n%4; pk.Type == quant.Q4_K && gemmAMXK != nil && m >= gemmMin {
+		p.gemmK(pk, xs[:m], y[:m*pk.Rows])
+		if m == n {
+			return
+		}
+		xs, y, n = xs[m:], y[m*pk.Rows:], n-m
+	}
 	bc, _ := packedShape(pk.Type)
 	nb := pk.Cols / bc
 	// Per input and block: Q4_0's offset 8·Σq; Q4_K's activation sums per

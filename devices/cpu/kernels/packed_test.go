@@ -42,9 +42,9 @@ func TestPacked(t *testing.T) {
 	}
 }
 
-// TestPackedAMX runs TestPacked's Q4_0 batches through the AMX path: its
-// assembly where the CPU has AMX, else its Go kernel, which checks the
-// path's layout here.
+// TestPackedAMX runs TestPacked's Q4_0 and Q4_K batches through the AMX
+// paths: their assembly where the CPU has AMX, else their Go kernels, which
+// checks the paths' layouts here.
 func TestPackedAMX(t *testing.T) {
 	p := NewPool(3)
 	defer p.Close()
@@ -52,14 +52,16 @@ func TestPackedAMX(t *testing.T) {
 		t.Skip("no packed kernels on this CPU")
 	}
 	if gemmAMX == nil {
-		defer func() { gemmAMX = nil }()
-		gemmAMX = gemmAMXGo
+		defer func() { gemmAMX, gemmAMXK = nil, nil }()
+		gemmAMX, gemmAMXK = gemmAMXGo, gemmAMXKGo
 	}
-	for _, sh := range []shape{{16, 256}, {48, 512}, {32, 5632}} {
-		for _, n := range []int{8, 19, 40} {
-			t.Run(fmt.Sprintf("%dx%d/n=%d", sh.rows, sh.cols, n), func(t *testing.T) {
-				testPacked(t, p, quant.Q4_0, sh, n)
-			})
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q4_K} {
+		for _, sh := range []shape{{16, 256}, {48, 512}, {32, 5632}} {
+			for _, n := range []int{8, 11, 19, 40} {
+				t.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, sh.rows, sh.cols, n), func(t *testing.T) {
+					testPacked(t, p, typ, sh, n)
+				})
+			}
 		}
 	}
 }
@@ -183,6 +185,43 @@ func TestPackGather(t *testing.T) {
 			if a[i] != b[i] {
 				t.Fatalf("%s byte %d: %#x, Go %#x", c.typ, i, a[i], b[i])
 			}
+		}
+	}
+}
+
+// BenchmarkPackedGEMM times a prompt's batch (512 inputs) through a packed
+// 5632×2048 matrix, one thread, with the AMX kernels where the CPU has them
+// and the VNNI ones ("/vnni"), and reports the multiply-add rate.
+func BenchmarkPackedGEMM(b *testing.B) {
+	const rows, cols, n = 5632, 2048, 512
+	p := NewPool(1)
+	defer p.Close()
+	if !Packable(quant.Q4_K, rows, cols) {
+		b.Skip("no packed kernels on this CPU")
+	}
+	amx, amxK := gemmAMX, gemmAMXK
+	defer func() { gemmAMX, gemmAMXK = amx, amxK }()
+	kinds := []string{""}
+	if amx != nil {
+		kinds = append(kinds, "/vnni")
+	}
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q4_K} {
+		for _, kind := range kinds {
+			b.Run(typ.String()+kind, func(b *testing.B) {
+				gemmAMX, gemmAMXK = amx, amxK
+				if kind != "" {
+					gemmAMX, gemmAMXK = nil, nil
+				}
+				rng := rand.New(rand.NewPCG(1, 2))
+				pk := Pack(p, typ, benchWeights(typ, rows, cols), rows, cols)
+				defer pk.Free()
+				x := randomInput(rng, n*cols)
+				y := make([]float32, n*rows)
+				for b.Loop() {
+					pk.MatMul(p, x, n, y)
+				}
+				b.ReportMetric(float64(b.N)*rows*cols*float64(n)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
 		}
 	}
 }
