@@ -30,6 +30,13 @@ import "unsafe"
 // amxIn is the number of inputs per AMX tile (C's and A's 16 rows).
 const amxIn = 16
 
+// amxMin is the smallest batch the AMX kernels take, but for Q8_0's, which
+// take any from gemmMin on (its VNNI GEMM, in vec_dot's lanes, is half as
+// fast): below it the panels' unpacking, once per mat-mul and panel, costs
+// more than the tiles save (BenchmarkGEMM on the H100 host at 64 inputs:
+// Q4_0 76 GMAC/s on AMX against 87 on VNNI, Q6_K 34 against 42).
+var amxMin = 128
+
 // gemmAMX, where the CPU and OS allow AMX, multiplies one panel by all the
 // prepared inputs a: out[i*16+r] is input i's product with the panel's row
 // r (the last tile's padding inputs included). nil leaves batches on the

@@ -12,6 +12,11 @@ func gemmTileAMX(pq *byte, psc *float32, nb int, aq *byte, ad *float32, aoff *in
 //go:noescape
 func gemmTileAMXK(pq *byte, pk *float32, pairs int, aq *byte, axd *float32, abs *float32, tiles int, out *float32, cbuf *int32, cfg *byte)
 
+// gemmTileAMX6 is gemmAMX6Go in AMX and AVX-512 (amx_amd64.s).
+//
+//go:noescape
+func gemmTileAMX6(pq *byte, pki *int32, pd *float32, nsb int, aq *byte, axd *float32, tiles int, out *float32, cbuf *int32, cfg *byte)
+
 // amxConfig is the tile configuration gemmTileAMX loads (palette 1): C
 // tiles tmm0, tmm1 of 16 rows × 64 bytes, A tiles tmm2, tmm3 of 16 × 32, B
 // tiles tmm4, tmm5 of 8 × 64.
@@ -24,6 +29,26 @@ var amxConfig = func() (c [64]byte) {
 	}
 	return c
 }()
+
+// amxConfig6 is gemmTileAMX6's: C tiles tmm0, tmm1 of 16 rows × 64 bytes,
+// A tiles tmm2, tmm3 of 16 × 16, B tiles tmm4, tmm5 of 4 × 64.
+var amxConfig6 = func() (c [64]byte) {
+	c[0] = 1
+	shape := [6][2]int{{16, 64}, {16, 64}, {16, 16}, {16, 16}, {4, 64}, {4, 64}}
+	for i, s := range shape {
+		c[16+2*i] = byte(s[1])
+		c[48+i] = byte(s[0])
+	}
+	return c
+}()
+
+func gemmAMX6Asm(p *panel, a *amx6Inputs, nsb int, out []float32) {
+	_, _, _ = p.q[nsb*4096-1], p.ki[nsb*256-1], p.k[nsb*panelRows-1]
+	_, _ = a.q[a.tiles*nsb*4096-1], a.xd[a.tiles*nsb*amxIn-1]
+	_ = out[a.tiles*amxIn*panelRows-1]
+	c := p.amxScratch()
+	gemmTileAMX6(&p.q[0], &p.ki[0], &p.k[0], nsb, &a.q[0], &a.xd[0], a.tiles, &out[0], &c[0], &amxConfig6[0])
+}
 
 func gemmAMXAsm(p *panel, a *amxInputs, nb int, out []float32) {
 	_, _ = p.q[nb*512-1], p.sc[nb*panelRows-1]
@@ -64,5 +89,6 @@ func init() {
 	if hasAMX {
 		gemmAMX = gemmAMXAsm
 		gemmAMXK = gemmAMXKAsm
+		gemmAMX6 = gemmAMX6Asm
 	}
 }

@@ -511,3 +511,210 @@ klast:
 	TILERELEASE
 	VZEROUPPER
 	RET
+
+// gemmTileAMX6 multiplies an unpacked Q6_K panel by a batch laid out in
+// tiles of 16 inputs (amx6.go): gemmAMX6Go's arithmetic, in its order.
+//
+// Its tiles are one sub-block of 16 columns deep (amxConfig6): A 16 inputs
+// × 16 bytes (16 apart, AX), B 4 rows × 64 bytes. Per tile, Z0..Z15 hold
+// the 16 inputs' int32 sums of the current super-block and the tile's
+// output rows (R13) their float sums. Per pair of sub-blocks two TDPBSSDs
+// (signed weights less 32, signed activations) give the exact sums, stored
+// to one of two buffers (R11 written, R9 read, taking turns) and folded a
+// pair later: each times its rows' scales (VPMULLD) into the int32 sums;
+// after a super-block's eighth pair, each input's int32 sums times d·xd go
+// into its float sums (R12 counts the pairs left in the super-block).
+
+// tileloadd 256(DI)(AX*1), tmm3 and 256(SI)(BX*1), tmm5
+#define TILELOADD_TMM3_DI256  BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x9c; BYTE $0x07; BYTE $0x00; BYTE $0x01; BYTE $0x00; BYTE $0x00
+#define TILELOADD_TMM5_SI256  BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x1e; BYTE $0x00; BYTE $0x01; BYTE $0x00; BYTE $0x00
+// tdpbssd tmm0 += tmm2·tmm4 and tmm1 += tmm3·tmm5 (both signed)
+#define TDPBSSD_TMM0_TMM2_TMM4 BYTE $0xc4; BYTE $0xe2; BYTE $0x5b; BYTE $0x5e; BYTE $0xc2
+#define TDPBSSD_TMM1_TMM3_TMM5 BYTE $0xc4; BYTE $0xe2; BYTE $0x53; BYTE $0x5e; BYTE $0xcb
+
+// PAIR6 multiplies the next two sub-blocks into the buffer at R11.
+#define PAIR6 \
+	TILELOADD_TMM2_DI \
+	TILELOADD_TMM4_SI \
+	TILEZERO_TMM0 \
+	TDPBSSD_TMM0_TMM2_TMM4 \
+	TILELOADD_TMM3_DI256 \
+	TILELOADD_TMM5_SI256 \
+	TILEZERO_TMM1 \
+	TDPBSSD_TMM1_TMM3_TMM5 \
+	TILESTORED_R11_TMM0 \
+	TILESTORED_R11_1024_TMM1 \
+	ADDQ $512, DI \
+	ADDQ $512, SI
+
+// FOLD6 adds input t's sums of a pair, from R9, times the rows' scales
+// (Z16 even, Z17 odd) to its int32 sums zi.
+#define FOLD6(t, zi) \
+	VPMULLD (t*64)(R9), Z16, Z18 \
+	VPADDD  Z18, zi, zi \
+	VPMULLD (1024+t*64)(R9), Z17, Z19 \
+	VPADDD  Z19, zi, zi
+
+// SBEND6 folds input t's int32 sums zi into its float sums (its output row)
+// with the rows' d in Z16 and its scale at R10, and clears zi.
+#define SBEND6(t, zi) \
+	VCVTDQ2PS   zi, Z17 \
+	VMULPS.BCST (t*4)(R10), Z16, Z18 \
+	VMOVUPS     (t*64)(R13), Z19 \
+	VFMADD231PS Z18, Z17, Z19 \
+	VMOVUPS     Z19, (t*64)(R13) \
+	VPXORD      zi, zi, zi
+
+// func gemmTileAMX6(pq *byte, pki *int32, pd *float32, nsb int, aq *byte, axd *float32, tiles int, out *float32, cbuf *int32, cfg *byte)
+TEXT ·gemmTileAMX6(SB), NOSPLIT, $0-80
+	MOVQ aq+32(FP), DI
+	MOVQ axd+40(FP), R10
+	MOVQ tiles+48(FP), DX
+	MOVQ out+56(FP), R13
+	MOVQ cfg+72(FP), R9
+	MOVQ $16, AX
+	MOVQ $64, BX
+	LDTILECFG_R9
+
+tile6:
+	MOVQ pq+0(FP), SI
+	MOVQ pki+8(FP), R8
+	MOVQ pd+16(FP), R14
+	MOVQ nsb+24(FP), CX
+	SHLQ $3, CX
+	MOVQ $8, R12
+	MOVQ cbuf+64(FP), R11
+	LEAQ 2048(R11), R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VMOVUPS Z0, 0(R13)
+	VMOVUPS Z0, 64(R13)
+	VMOVUPS Z0, 128(R13)
+	VMOVUPS Z0, 192(R13)
+	VMOVUPS Z0, 256(R13)
+	VMOVUPS Z0, 320(R13)
+	VMOVUPS Z0, 384(R13)
+	VMOVUPS Z0, 448(R13)
+	VMOVUPS Z0, 512(R13)
+	VMOVUPS Z0, 576(R13)
+	VMOVUPS Z0, 640(R13)
+	VMOVUPS Z0, 704(R13)
+	VMOVUPS Z0, 768(R13)
+	VMOVUPS Z0, 832(R13)
+	VMOVUPS Z0, 896(R13)
+	VMOVUPS Z0, 960(R13)
+	PAIR6
+	XCHGQ R9, R11
+	DECQ CX
+
+pairs6:
+	TESTQ CX, CX
+	JZ    last6
+	PAIR6
+	VMOVDQU32 (R8), Z16
+	VMOVDQU32 64(R8), Z17
+	FOLD6(0, Z0)
+	FOLD6(1, Z1)
+	FOLD6(2, Z2)
+	FOLD6(3, Z3)
+	FOLD6(4, Z4)
+	FOLD6(5, Z5)
+	FOLD6(6, Z6)
+	FOLD6(7, Z7)
+	FOLD6(8, Z8)
+	FOLD6(9, Z9)
+	FOLD6(10, Z10)
+	FOLD6(11, Z11)
+	FOLD6(12, Z12)
+	FOLD6(13, Z13)
+	FOLD6(14, Z14)
+	FOLD6(15, Z15)
+	ADDQ $128, R8
+	DECQ R12
+	JNZ  next6
+	VMOVUPS (R14), Z16
+	SBEND6(0, Z0)
+	SBEND6(1, Z1)
+	SBEND6(2, Z2)
+	SBEND6(3, Z3)
+	SBEND6(4, Z4)
+	SBEND6(5, Z5)
+	SBEND6(6, Z6)
+	SBEND6(7, Z7)
+	SBEND6(8, Z8)
+	SBEND6(9, Z9)
+	SBEND6(10, Z10)
+	SBEND6(11, Z11)
+	SBEND6(12, Z12)
+	SBEND6(13, Z13)
+	SBEND6(14, Z14)
+	SBEND6(15, Z15)
+	ADDQ $64, R14
+	ADDQ $64, R10
+	MOVQ $8, R12
+
+next6:
+	XCHGQ R9, R11
+	DECQ CX
+	JMP  pairs6
+
+last6:
+	VMOVDQU32 (R8), Z16
+	VMOVDQU32 64(R8), Z17
+	FOLD6(0, Z0)
+	FOLD6(1, Z1)
+	FOLD6(2, Z2)
+	FOLD6(3, Z3)
+	FOLD6(4, Z4)
+	FOLD6(5, Z5)
+	FOLD6(6, Z6)
+	FOLD6(7, Z7)
+	FOLD6(8, Z8)
+	FOLD6(9, Z9)
+	FOLD6(10, Z10)
+	FOLD6(11, Z11)
+	FOLD6(12, Z12)
+	FOLD6(13, Z13)
+	FOLD6(14, Z14)
+	FOLD6(15, Z15)
+	ADDQ $128, R8
+	VMOVUPS (R14), Z16
+	SBEND6(0, Z0)
+	SBEND6(1, Z1)
+	SBEND6(2, Z2)
+	SBEND6(3, Z3)
+	SBEND6(4, Z4)
+	SBEND6(5, Z5)
+	SBEND6(6, Z6)
+	SBEND6(7, Z7)
+	SBEND6(8, Z8)
+	SBEND6(9, Z9)
+	SBEND6(10, Z10)
+	SBEND6(11, Z11)
+	SBEND6(12, Z12)
+	SBEND6(13, Z13)
+	SBEND6(14, Z14)
+	SBEND6(15, Z15)
+	ADDQ $64, R14
+	ADDQ $64, R10
+	ADDQ $1024, R13
+	DECQ DX
+	JNZ  tile6
+
+	TILERELEASE
+	VZEROUPPER
+	RET

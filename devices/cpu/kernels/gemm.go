@@ -62,7 +62,8 @@ type gemmSpec struct {
 	lanes bool
 }
 
-// inLanes reports whether g's batches are summed in vec_dot's lanes here.
+// inLanes reports whether g's batches are summed in vec_dot's lanes here:
+// where AMX runs, Q8_0's take the AMX kernel whatever their size (amx.go).
 func (g *gemmSpec) inLanes() bool { return g.lanes && gemmAMX == nil }
 
 var gemmFor = map[quant.Type]*gemmSpec{
@@ -111,7 +112,8 @@ type panel struct {
 	sc  []float32
 	c   []int32   // the AMX kernels' tile scratch (amxScratch)
 	out []float32 // the AMX kernels' products for all inputs
-	k   []float32 // an unpacked Q4_K panel's scales (unpackPanelK)
+	k   []float32 // an unpacked K-quant panel's float scales (unpackPanelK, unpackPanel6)
+	ki  []int32   // an unpacked Q6_K panel's scales (unpackPanel6)
 }
 
 func (p *panel) size(cols int) {
@@ -357,7 +359,7 @@ func (p *Pool) gemmPanels(g *gemmSpec, rows, cols int, xs []xrow, y []float32, s
 	s := &p.scratch
 	n := len(xs)
 	s.panelBufs(p.threads)
-	if gemmAMX != nil {
+	if gemmAMX != nil && (g.lanes || n >= amxMin) {
 		nt := (n + amxIn - 1) / amxIn
 		s.ax.size(nt, cols)
 		s.fa = amxFillTask{g: g, x: xs, cols: cols, a: &s.ax}

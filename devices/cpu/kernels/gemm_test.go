@@ -19,6 +19,9 @@ import (
 func TestGEMM(t *testing.T) {
 	p := NewPool(3)
 	defer p.Close()
+	// Small batches, which take the AMX kernels here only (amxMin).
+	defer func(m int) { amxMin = m }(amxMin)
+	amxMin = gemmMin
 	type tileFunc = func(*panel, *inTile, int, *[tileIn * panelRows]float32)
 	type amxFunc = func(*panel, *amxInputs, int, []float32)
 	type variant struct {
@@ -93,6 +96,65 @@ func TestGEMM(t *testing.T) {
 	}
 }
 
+// TestGEMM6 checks Q6_K batches on the AMX path against the float64 dot of
+// the dequantized weights, with its Go kernel on any CPU and its assembly
+// where the CPU has AMX, and the two against each other (the same
+// operations in the same order).
+func TestGEMM6(t *testing.T) {
+	p := NewPool(3)
+	defer p.Close()
+	// Small batches, which take the AMX kernels here only (amxMin).
+	defer func(m int) { amxMin = m }(amxMin)
+	amxMin = gemmMin
+	type amx6Func = func(*panel, *amx6Inputs, int, []float32)
+	defer func(f amx6Func) { gemmAMX6 = f }(gemmAMX6)
+	kernels := []struct {
+		name string
+		f    amx6Func
+	}{{"go", gemmAMX6Go}}
+	if gemmAMX6 != nil {
+		kernels = append(kernels, struct {
+			name string
+			f    amx6Func
+		}{"amx", gemmAMX6})
+	} else {
+		t.Log("no AMX on this CPU: the Go kernel checked, not the assembly")
+	}
+	for _, sh := range []shape{{16, 256}, {41, 512}, {33, 2048}} {
+		for _, n := range []int{8, 13, 33} {
+			t.Run(fmt.Sprintf("%dx%d/n=%d", sh.rows, sh.cols, n), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(6, uint64(sh.rows*sh.cols+n)))
+				w := randomWeights(t, rng, quant.Q6_K, sh.rows, sh.cols)
+				x := randomInput(rng, n*sh.cols)
+				var first []float32
+				for _, kn := range kernels {
+					gemmAMX6 = kn.f
+					y := make([]float32, n*sh.rows)
+					MatMul(p, quant.Q6_K, w, sh.rows, sh.cols, x, n, y)
+					for i := range n {
+						want, absW, qerr := reference(t, quant.Q6_K, w, sh.rows, sh.cols, x[i*sh.cols:(i+1)*sh.cols], 256)
+						for r := range sh.rows {
+							got := y[i*sh.rows+r]
+							tol := qerr[r] + 2*floatTol(sh.cols)*absW[r] + 1e-30
+							if d := math.Abs(float64(got) - want[r]); d > tol {
+								t.Fatalf("%s: input %d row %d: %g, want %g (|diff| %.3g > %.3g)", kn.name, i, r, got, want[r], d, tol)
+							}
+							if first != nil {
+								if f := first[i*sh.rows+r]; f != got && math.Abs(float64(f-got)) > 0x1p-22*(absW[r]+qerr[r]) {
+									t.Fatalf("input %d row %d: %s %g, go %g", i, r, kn.name, got, f)
+								}
+							}
+						}
+					}
+					if first == nil {
+						first = y
+					}
+				}
+			})
+		}
+	}
+}
+
 // TestGEMMTypes keeps gemmFor's types among those the row kernels take, with
 // blocks of 32, the panel layout's.
 func TestGEMMTypes(t *testing.T) {
@@ -114,8 +176,8 @@ func BenchmarkGEMM(b *testing.B) {
 	p := NewPool(1)
 	defer p.Close()
 	// Where AMX runs, the VNNI kernels are timed too ("/vnni").
-	amx := gemmAMX
-	defer func() { gemmAMX = amx }()
+	amx, amx6 := gemmAMX, gemmAMX6
+	defer func() { gemmAMX, gemmAMX6 = amx, amx6 }()
 	kinds := []string{""}
 	if amx != nil {
 		kinds = append(kinds, "/vnni")
@@ -124,9 +186,9 @@ func BenchmarkGEMM(b *testing.B) {
 		for _, kind := range kinds {
 			for _, n := range []int{64, 512} {
 				b.Run(fmt.Sprintf("%s%s/n=%d", typ, kind, n), func(b *testing.B) {
-					gemmAMX = amx
+					gemmAMX, gemmAMX6 = amx, amx6
 					if kind != "" {
-						gemmAMX = nil
+						gemmAMX, gemmAMX6 = nil, nil
 					}
 					rng := rand.New(rand.NewPCG(1, 2))
 					w := benchWeights(typ, rows, cols)

@@ -220,7 +220,7 @@ func TestMatMul(t *testing.T) {
 							} else {
 								MatVec(p, typ, w, sh.rows, sh.cols, x[i*sh.cols:(i+1)*sh.cols], one)
 							}
-							if k.gemm != nil && n >= gemmMin && !k.gemm.inLanes() {
+							if n >= gemmMin && k.gemm != nil && !k.gemm.inLanes() || n >= amxMin && k.amx6 && gemmAMX6 != nil {
 								// The GEMM sums the same exact integer block
 								// sums in another order.
 								xi := x[i*sh.cols : (i+1)*sh.cols]

@@ -36,6 +36,9 @@ type kernel struct {
 	// llama.cpp's repacked GEMM order, which it uses for the first n − n%4
 	// inputs of a batch (kquant2_go.go).
 	rows4 rows4Func
+	// amx6: batches of gemmMin or more inputs go to gemm6 where AMX runs
+	// (Q6_K, amx6.go).
+	amx6 bool
 }
 
 // kernelFor holds the kernel of each supported type; the portable Go ones are
@@ -52,7 +55,7 @@ var kernelFor = map[quant.Type]*kernel{
 	quant.Q8_0: {block: 32, rows: rowLoop(dotQ8_0Go)},
 	quant.Q4_K: {block: 256, rows: rowLoop(dotQ4_KGo)},
 	quant.Q5_K: {block: 256, rows: rowLoop(dotQ5_KGo)},
-	quant.Q6_K: {block: 256, rows: rowLoop(dotQ6_KGo)},
+	quant.Q6_K: {block: 256, rows: rowLoop(dotQ6_KGo), amx6: true},
 	// Q2_K's rows4 is llama.cpp's GEMM order, which differs from its GEMV
 	// order (rows) as llama.cpp's own do (kquant2_go.go).
 	quant.Q2_K:   {block: 256, rows: rowLoop(dotQ2_KGo), rows4: q2_KRows4Go},
@@ -106,6 +109,10 @@ func (p *Pool) matMul(k *kernel, w []byte, rows, cols int, x []float32, n int, y
 	xs := s.prepare(p, k, x, n, cols)
 	if k.gemm != nil && n >= gemmMin {
 		p.gemm(k.gemm, w, rows, cols, xs, y)
+		return
+	}
+	if k.amx6 && gemmAMX6 != nil && n >= amxMin {
+		p.gemm6(w, rows, cols, xs, y)
 		return
 	}
 	stride := len(w) / rows
@@ -180,6 +187,9 @@ type scratch struct {
 	axk    amxKInputs
 	fk     amxKFillTask
 	kt     amxKTask
+	ax6    amx6Inputs
+	f6     amx6FillTask
+	t6     amx6Task
 	panels chan *panel // one per thread, for the GEMM's unpacked rows
 }
 

@@ -168,7 +168,7 @@ func (pk *Packed) MatMul(p *Pool, x []float32, n int, y []float32) {
 	}
 	// Where AMX runs, the inputs llama.cpp's GEMM takes (all but the last
 	// n%4) go through the tile kernel, in that GEMM's order; the rest below.
-	if m := n - n%4; pk.Type == quant.Q4_K && gemmAMXK != nil && m >= gemmMin {
+	if m := n - n%4; pk.Type == quant.Q4_K && gemmAMXK != nil && m >= amxMin {
 		p.gemmK(pk, xs[:m], y[:m*pk.Rows])
 		if m == n {
 			return

@@ -48,6 +48,9 @@ func TestPacked(t *testing.T) {
 func TestPackedAMX(t *testing.T) {
 	p := NewPool(3)
 	defer p.Close()
+	// Small batches, which take the AMX kernels here only (amxMin).
+	defer func(m int) { amxMin = m }(amxMin)
+	amxMin = gemmMin
 	if !Packable(quant.Q4_0, 32, 64) {
 		t.Skip("no packed kernels on this CPU")
 	}
