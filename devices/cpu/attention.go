@@ -360,13 +360,8 @@ func attendTiled(q, out []float32, qw int, c *kvCache, kvh, group, hd, pos, t0, 
 					sr[lim+j] = float32(math.Inf(-1))
 				}
 			}
-			// The tile's maximum, as ggml_vec_max_f32 finds it up to the
-			// sign of a zero maximum, which no result depends on: M is only
-			// ever subtracted and compared.
-			mx := float32(math.Inf(-1))
-			for _, x := range sr[:min(lim, tile)] {
-				mx = max(mx, x)
-			}
+			// The tile's maximum: the cells past lim are -Inf by now.
+			mx := kernels.AttnRowMax(sr)
 			if mx == float32(math.Inf(-1)) {
 				clear(sr) // llama.cpp skips the row: no weight, M and S kept
 				continue

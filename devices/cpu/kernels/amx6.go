@@ -51,9 +51,7 @@ func (a *amx6Inputs) fill(x []xrow, ti, cols int) {
 				clear(dst)
 				continue
 			}
-			for k, v := range x[i].q[16*s : 16*s+16] {
-				dst[k] = byte(v)
-			}
+			copy(dst, int8Bytes(x[i].q[16*s:16*s+16]))
 		}
 		for b := range nsb {
 			v := float32(0)
@@ -187,9 +185,7 @@ func (m *amx6Task) run(lo, hi int) {
 		unpackPanel6(m.w[r0*m.stride:], m.stride, nr, m.cols, p)
 		p.out = grow(p.out, m.a.tiles*amxIn*panelRows)
 		gemmAMX6(p, m.a, nsb, p.out)
-		for i := range m.n {
-			copy(m.y[i*m.rows+r0:][:nr], p.out[i*panelRows:i*panelRows+nr])
-		}
+		scatterRows(m.y, p.out, m.n, m.rows, r0, nr)
 	}
 }
 

@@ -59,8 +59,8 @@ func gemmAMXAsm(p *panel, a *amxInputs, nb int, out []float32) {
 }
 
 func gemmAMXKAsm(p *panel, a *amxKInputs, pairs int, out []float32) {
-	_, _ = p.q[pairs*1024-1], p.k[pairs*amxPair-1]
-	_, _, _ = a.q[a.tiles*pairs*1024-1], a.xd[a.tiles*pairs*amxIn-1], a.bs[a.tiles*pairs*2*amxIn-1]
+	_, _ = p.q[pairs*1024-1], p.k[pairs/4*amxSuper-1]
+	_, _, _ = a.q[a.tiles*pairs*1024-1], a.xd[a.tiles*pairs/4*amxIn-1], a.bs[a.tiles*pairs*2*amxIn-1]
 	_ = out[a.tiles*amxIn*panelRows-1]
 	c := p.amxScratch()
 	gemmTileAMXK(&p.q[0], &p.k[0], pairs, &a.q[0], &a.xd[0], &a.bs[0], a.tiles, &out[0], &c[0], &amxConfig[0])

@@ -325,7 +325,9 @@ store:
 // tmm3·tmm5 for the odd) give the exact sums, stored to one of two buffers
 // (R11 written, R9 read, taking turns), folded a pair later: per input,
 // ie·sc_e + io·sc_o and m_e·bs_e + m_o·bs_o in floats (exact, amxk.go), each
-// times its scale into its sum.
+// times its scale into its sum. The scales d·xd and dmin·xd of each input
+// are made once per super-block, before its first pair's folds, into the
+// scratch at R14.
 
 // PAIRK multiplies the next pair of sub-blocks into the buffer at R11.
 #define PAIRK \
@@ -342,21 +344,27 @@ store:
 	ADDQ $1024, DI \
 	ADDQ $1024, SI
 
+// SCALEK makes input t's d·xd and dmin·xd, from the rows' d in Z26 and dmin
+// in Z27 and its scale at R10.
+#define SCALEK(t) \
+	VMULPS.BCST (t*4)(R10), Z26, Z19 \
+	VMOVUPS     Z19, (t*64)(R14) \
+	VMULPS.BCST (t*4)(R10), Z27, Z21 \
+	VMOVUPS     Z21, (1024+t*64)(R14)
+
 // FOLDK folds input t's sums of a pair from R9 into zf and its output row,
-// with the panel's scales in Z16 (even), Z23 (odd), mins Z24, Z25, d Z26,
-// dmin Z27; the input's scale at R10, its sums at R12.
+// with the panel's scales in Z16 (even), Z23 (odd), mins Z24, Z25; its sums
+// at R12.
 #define FOLDK(t, zf) \
 	VCVTDQ2PS        (t*64)(R9), Z17 \
 	VCVTDQ2PS        (1024+t*64)(R9), Z18 \
 	VMULPS           Z23, Z18, Z18 \
 	VFMADD213PS      Z18, Z16, Z17 \
-	VMULPS.BCST      (t*4)(R10), Z26, Z19 \
-	VFMADD231PS      Z19, Z17, zf \
+	VFMADD231PS      (t*64)(R14), Z17, zf \
 	VMULPS.BCST      (64+t*4)(R12), Z25, Z20 \
 	VFMADD231PS.BCST (t*4)(R12), Z24, Z20 \
-	VMULPS.BCST      (t*4)(R10), Z27, Z21 \
 	VMOVUPS          (t*64)(R13), Z22 \
-	VFMADD231PS      Z21, Z20, Z22 \
+	VFMADD231PS      (1024+t*64)(R14), Z20, Z22 \
 	VMOVUPS          Z22, (t*64)(R13)
 
 // func gemmTileAMXK(pq *byte, pk *float32, pairs int, aq *byte, axd *float32, abs *float32, tiles int, out *float32, cbuf *int32, cfg *byte)
@@ -377,6 +385,7 @@ ktile:
 	MOVQ pairs+16(FP), CX
 	MOVQ cbuf+64(FP), R11
 	LEAQ 2048(R11), R9
+	LEAQ 4096(R11), R14
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -417,12 +426,39 @@ kpairs:
 	TESTQ CX, CX
 	JZ    klast
 	PAIRK
+	// The pair to fold starts a super-block when CX ≡ 3 (mod 4): pairs
+	// is a multiple of 4 and CX = pairs − (the pair's index + 1).
+	MOVQ CX, AX
+	ANDQ $3, AX
+	CMPQ AX, $3
+	MOVQ $32, AX
+	JNE  kfold
+	VMOVUPS (R8), Z26
+	VMOVUPS 64(R8), Z27
+	SCALEK(0)
+	SCALEK(1)
+	SCALEK(2)
+	SCALEK(3)
+	SCALEK(4)
+	SCALEK(5)
+	SCALEK(6)
+	SCALEK(7)
+	SCALEK(8)
+	SCALEK(9)
+	SCALEK(10)
+	SCALEK(11)
+	SCALEK(12)
+	SCALEK(13)
+	SCALEK(14)
+	SCALEK(15)
+	ADDQ $128, R8
+	ADDQ $64, R10
+
+kfold:
 	VMOVUPS (R8), Z16
 	VMOVUPS 64(R8), Z23
 	VMOVUPS 128(R8), Z24
 	VMOVUPS 192(R8), Z25
-	VMOVUPS 256(R8), Z26
-	VMOVUPS 320(R8), Z27
 	FOLDK(0, Z0)
 	FOLDK(1, Z1)
 	FOLDK(2, Z2)
@@ -439,20 +475,18 @@ kpairs:
 	FOLDK(13, Z13)
 	FOLDK(14, Z14)
 	FOLDK(15, Z15)
-	ADDQ $384, R8
-	ADDQ $64, R10
+	ADDQ $256, R8
 	ADDQ $128, R12
 	XCHGQ R9, R11
 	DECQ CX
 	JMP  kpairs
 
 klast:
+	// The last pair ends its super-block, never starts one.
 	VMOVUPS (R8), Z16
 	VMOVUPS 64(R8), Z23
 	VMOVUPS 128(R8), Z24
 	VMOVUPS 192(R8), Z25
-	VMOVUPS 256(R8), Z26
-	VMOVUPS 320(R8), Z27
 	FOLDK(0, Z0)
 	FOLDK(1, Z1)
 	FOLDK(2, Z2)
@@ -469,8 +503,7 @@ klast:
 	FOLDK(13, Z13)
 	FOLDK(14, Z14)
 	FOLDK(15, Z15)
-	ADDQ $384, R8
-	ADDQ $64, R10
+	ADDQ $256, R8
 	ADDQ $128, R12
 	VSUBPS 0(R13), Z0, Z0
 	VMOVUPS Z0, 0(R13)

@@ -23,9 +23,10 @@ import "encoding/binary"
 // kernel does, for the batch inputs that llama.cpp takes four at a time
 // through its GEMM (all but the last n%4, which keep the gemv's order).
 
-// amxPair is the floats of one pair of sub-blocks of an unpacked Q4_K
-// panel: per row, the two scales, the two mins, d and dmin.
-const amxPair = 6 * panelRows
+// amxSuper is the floats of one super-block of an unpacked Q4_K panel: the
+// 16 rows' d and dmin, then per pair of sub-blocks their two scales and two
+// mins.
+const amxSuper = 2*panelRows + 4*4*panelRows
 
 // gemmAMXK, where AMX runs, multiplies one unpacked Q4_K panel by all the
 // prepared inputs a: out[i*16+r] is input i's product with row r.
@@ -33,10 +34,10 @@ var gemmAMXK func(p *panel, a *amxKInputs, pairs int, out []float32)
 
 // amxKInputs is a Q4_K batch laid out for gemmAMXK in tiles of 16 inputs,
 // the last padded with zero inputs: q as amxInputs' (per tile, block of 32
-// and input, the block's activations); xd per tile, pair of sub-blocks and
-// input, the input's super-block scale; bs per tile, pair and input, the
-// input's sums over the pair's two sub-blocks (the 16 even ones, then the
-// 16 odd ones), as floats.
+// and input, the block's activations); xd per tile, super-block and input,
+// the input's scale; bs per tile, pair of sub-blocks and input, the input's
+// sums over the pair's two sub-blocks (the 16 even ones, then the 16 odd
+// ones), as floats.
 type amxKInputs struct {
 	tiles int
 	q     []byte
@@ -48,7 +49,7 @@ func (a *amxKInputs) size(tiles, cols int) {
 	a.tiles = tiles
 	pairs := cols / 64
 	a.q = grow(a.q, tiles*amxIn*cols)
-	a.xd = grow(a.xd, tiles*pairs*amxIn)
+	a.xd = grow(a.xd, tiles*cols/256*amxIn)
 	a.bs = grow(a.bs, tiles*pairs*2*amxIn)
 }
 
@@ -64,20 +65,24 @@ func (a *amxKInputs) fill(x []xrow, ti, cols int) {
 				clear(dst)
 				continue
 			}
-			for k, v := range x[i].q[32*b : 32*b+32] {
-				dst[k] = byte(v)
-			}
+			copy(dst, int8Bytes(x[i].q[32*b:32*b+32]))
 		}
 		for pr := range pairs {
 			j := (ti*pairs + pr) * amxIn
 			if i >= len(x) {
-				a.xd[j+t], a.bs[2*j+t], a.bs[2*j+amxIn+t] = 0, 0, 0
+				a.bs[2*j+t], a.bs[2*j+amxIn+t] = 0, 0
 				continue
 			}
 			bs := x[i].bs[4*pr : 4*pr+4]
-			a.xd[j+t] = x[i].d[pr/4]
 			a.bs[2*j+t] = float32(int32(bs[0]) + int32(bs[1]))
 			a.bs[2*j+amxIn+t] = float32(int32(bs[2]) + int32(bs[3]))
+		}
+		for b := range pairs / 4 {
+			v := float32(0)
+			if i < len(x) {
+				v = x[i].d[b]
+			}
+			a.xd[(ti*pairs/4+b)*amxIn+t] = v
 		}
 	}
 }
@@ -96,11 +101,11 @@ func (f *amxKFillTask) run(lo, hi int) {
 }
 
 // unpackPanelK writes panel pi of a packed Q4_K matrix for gemmAMXK: p.q
-// one B tile per sub-block, p.k amxPair floats per pair of sub-blocks.
+// one B tile per sub-block, p.k amxSuper floats per super-block.
 func (pk *Packed) unpackPanelK(pi int, p *panel) {
 	nb := pk.Cols / 256
 	p.q = grow(p.q, panelRows*pk.Cols)
-	p.k = grow(p.k, nb*4*amxPair)
+	p.k = grow(p.k, nb*amxSuper)
 	w := pk.data[pi*nb*packedBlockK : (pi+1)*nb*packedBlockK]
 	for b := range nb {
 		blk := w[b*packedBlockK:]
@@ -113,15 +118,17 @@ func (pk *Packed) unpackPanelK(pi int, p *panel) {
 				binary.LittleEndian.PutUint64(lo[o:], v&0x0f0f0f0f0f0f0f0f)
 				binary.LittleEndian.PutUint64(hi[o:], v>>4&0x0f0f0f0f0f0f0f0f)
 			}
-			f := p.k[(4*b+pr)*amxPair:]
+			f := p.k[b*amxSuper+2*panelRows+pr*4*panelRows:]
 			for r := range panelRows {
 				f[r] = float32(blk[pkScales+16*(2*pr)+r])
 				f[16+r] = float32(blk[pkScales+16*(2*pr+1)+r])
 				f[32+r] = float32(blk[pkMins+16*(2*pr)+r])
 				f[48+r] = float32(blk[pkMins+16*(2*pr+1)+r])
-				f[64+r] = half(blk[2*r:])
-				f[80+r] = half(blk[pkDmin+2*r:])
 			}
+		}
+		for r := range panelRows {
+			p.k[b*amxSuper+r] = half(blk[2*r:])
+			p.k[b*amxSuper+panelRows+r] = half(blk[pkDmin+2*r:])
 		}
 	}
 }
@@ -131,7 +138,9 @@ func gemmAMXKGo(p *panel, a *amxKInputs, pairs int, out []float32) {
 	for ti := range a.tiles {
 		var acc, accMin [amxIn][panelRows]float32
 		for pr := range pairs {
-			f := p.k[pr*amxPair:]
+			sb := p.k[pr/4*amxSuper:]
+			f := sb[2*panelRows+pr%4*4*panelRows:]
+			xd := a.xd[(ti*pairs/4+pr/4)*amxIn:]
 			j := (ti*pairs + pr) * amxIn
 			for t := range amxIn {
 				for r := range panelRows {
@@ -142,9 +151,9 @@ func gemmAMXKGo(p *panel, a *amxKInputs, pairs int, out []float32) {
 						io += int32(int8(a.q[((ti*2*pairs+2*pr+1)*amxIn+t)*32+k])) * int32(p.q[(2*pr+1)*512+w])
 					}
 					ps := fma32(float32(ie), f[r], float32(io)*f[16+r])
-					acc[t][r] = fma32(ps, f[64+r]*a.xd[j+t], acc[t][r])
+					acc[t][r] = fma32(ps, sb[r]*xd[t], acc[t][r])
 					pm := fma32(f[32+r], a.bs[2*j+t], f[48+r]*a.bs[2*j+amxIn+t])
-					accMin[t][r] = fma32(pm, f[80+r]*a.xd[j+t], accMin[t][r])
+					accMin[t][r] = fma32(pm, sb[panelRows+r]*xd[t], accMin[t][r])
 				}
 			}
 		}
@@ -174,9 +183,7 @@ func (m *amxKTask) run(lo, hi int) {
 		p.out = grow(p.out, m.a.tiles*amxIn*panelRows)
 		gemmAMXK(p, m.a, pairs, p.out)
 		r0 := pi * panelRows
-		for i := range m.n {
-			copy(m.y[i*m.pk.Rows+r0:][:panelRows], p.out[i*panelRows:(i+1)*panelRows])
-		}
+		scatterRows(m.y, p.out, m.n, m.pk.Rows, r0, panelRows)
 	}
 }
 

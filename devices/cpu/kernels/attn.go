@@ -70,7 +70,27 @@ func AttnAccum(o, p []float32, v []uint16, stride, rows, n, hd int) {
 	attnAccum(o, p, v, stride, rows, n, hd)
 }
 
+// AttnRowMax returns the largest of a score row's AttnTile scores, as
+// ggml_vec_max_f32 finds it up to the sign of a zero maximum (which no
+// result depends on: the maximum is only ever subtracted and compared) and
+// to a NaN score, which no finite query and cache give.
+func AttnRowMax(p []float32) float32 {
+	_ = p[AttnTile-1]
+	return attnRowMax(p)
+}
+
+func attnRowMaxGo(p []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, x := range p[:AttnTile] {
+		if x > m {
+			m = x
+		}
+	}
+	return m
+}
+
 var (
+	attnRowMax  = attnRowMaxGo
 	attnPackK   = attnPackKGo
 	attnScores  = attnScoresGo
 	attnSoftMax = func(p []float32, m float32) float64 { return attnSoftMaxGo(p, m, HasAVX512()) }

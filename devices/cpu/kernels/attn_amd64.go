@@ -16,10 +16,14 @@ func attnAccum512(o, p *float32, v *uint16, stride, rows, n, hd int)
 //go:noescape
 func attnSoftMax512(p *float32, n int, m float32) float64
 
+//go:noescape
+func attnRowMax512(p *float32) float32
+
 func init() {
 	if !hasAVX512 {
 		return
 	}
+	attnRowMax = func(p []float32) float32 { return attnRowMax512(&p[0]) }
 	attnScores = func(s, q, kt []float32, rows, hd int, scale float32) {
 		if hd == 0 {
 			attnScoresGo(s, q, kt, rows, hd, scale)

@@ -414,3 +414,24 @@ smdone:
 	VMOVSD     X15, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func attnRowMax512(p *float32) float32
+// The largest of p[0:64] (AttnRowMax).
+TEXT ·attnRowMax512(SB), NOSPLIT, $0-12
+	MOVQ          p+0(FP), SI
+	VMOVUPS       (SI), Z0
+	VMAXPS        64(SI), Z0, Z0
+	VMOVUPS       128(SI), Z1
+	VMAXPS        192(SI), Z1, Z1
+	VMAXPS        Z1, Z0, Z0
+	VEXTRACTF32X8 $1, Z0, Y1
+	VMAXPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VMAXPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VMAXPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VMAXSS        X1, X0, X0
+	VMOVSS        X0, ret+8(FP)
+	VZEROUPPER
+	RET

@@ -127,3 +127,36 @@ func BenchmarkAttnTile(b *testing.B) {
 		AttnAccum(o, s, v, hd*4, rows, AttnTile, hd)
 	}
 }
+
+// TestAttnRowMax checks the row maximum in use against the Go one, on
+// random rows, rows masked from every column on (the rest -Inf, as
+// attendTiled leaves them), and the maximum at each position.
+func TestAttnRowMax(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for lim := 0; lim <= AttnTile; lim++ {
+		p := randF32(r, AttnTile, 3)
+		for j := lim; j < AttnTile; j++ {
+			p[j] = float32(math.Inf(-1))
+		}
+		if got, want := AttnRowMax(p), attnRowMaxGo(p); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("lim %d: max %g, Go %g", lim, got, want)
+		}
+		want := float32(math.Inf(-1))
+		for _, x := range p[:lim] {
+			want = max(want, x)
+		}
+		if got := AttnRowMax(p); got != want {
+			t.Fatalf("lim %d: max %g, want %g", lim, got, want)
+		}
+	}
+	for i := range AttnTile {
+		p := make([]float32, AttnTile)
+		for j := range p {
+			p[j] = -1
+		}
+		p[i] = 5
+		if got := AttnRowMax(p); got != 5 {
+			t.Fatalf("maximum at %d: got %g", i, got)
+		}
+	}
+}

@@ -313,9 +313,7 @@ func (m *gemmTask) run(lo, hi int) {
 		if m.amx != nil {
 			p.out = grow(p.out, m.amx.tiles*amxIn*panelRows)
 			gemmAMX(p, m.amx, nsb, p.out)
-			for i := range m.n {
-				copy(m.y[i*m.rows+r0:][:nr], p.out[i*panelRows:i*panelRows+nr])
-			}
+			scatterRows(m.y, p.out, m.n, m.rows, r0, nr)
 			continue
 		}
 		tile := gemmTile
