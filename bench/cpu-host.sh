@@ -73,7 +73,7 @@ run)
     cat $m >/dev/null
     for th in "${threads[@]}"; do
       b=$out/$t.t$th
-      stat -c %s $m >$b.size
+      stat -L -c %s $m >$b.size
       echo $(( 22 * 640 * 256 * 2 * 2 )) >$b.kv   # f16 K and V, 22 layers, 640 positions
       peak $b.hybrid.rss $H bench --model $m -p 512 -n 128 -r 3 --threads $th --json >$b.hybrid.json
       peak $b.llama.rss $LB -m $m -p 512 -n 128 -r 3 -t $th -o json >$b.llama.json 2>$b.llama.log

@@ -31,7 +31,7 @@ bench/out/hybrid membw --threads $T --json > "$out/membw.json"
 for t in "${types[@]}"; do
   m=bench/out/models/tinyllama-1.1b-$t.gguf
   [[ -f $m ]] || bench/out/hybrid synth --preset tinyllama-1.1b --type "$t" -o "$m"
-  stat -c %s "$m" > "$out/$t.size"
+  stat -L -c %s "$m" > "$out/$t.size"  # -L: the file, where models/ holds links
   # f16 KV cache for the bench's context of max(P, N) positions: 22 layers ×
   # 256 K and V values × 2 bytes; llama-bench's default context is P+N.
   echo $(( 22 * (P + N) * 256 * 2 * 2 )) > "$out/$t.kv"
