@@ -150,6 +150,8 @@ type Device struct {
 	nrow   int    // rows rowPos has room for
 	xq     dptr   // activation rows quantized to 8 bits for mvb (launchMVB)
 	nxq    int64  // bytes xq has room for
+	mmtP   dptr   // a split-K prefill mat-mul's partial products (launchMMT)
+	nmmtP  int64  // bytes mmtP has room for
 	stream stream // every launch goes here (graphs need a stream of our own)
 	graphs map[string]*graph
 	seen   map[string]bool // batches run once, captured when seen again

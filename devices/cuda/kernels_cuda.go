@@ -65,6 +65,7 @@ type kernels struct {
 	addBias                     kernel
 	attention, kvAppend         kernel
 	ropeKV                      kernel // fused decode RoPE and cache append
+	mmtSum                      kernel // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
 }
 
 // loadKernels loads the embedded modules into the current context.
@@ -136,7 +137,7 @@ func loadKernels() (*kernels, error) {
 		k    *kernel
 		m    module
 		name string
-	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}} {
+	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}, {&k.mmtSum, mm, "mmt_sum"}} {
 		if *p.k, err = get(p.m, p.name); err != nil {
 			return nil, err
 		}

@@ -279,6 +279,55 @@ const mmtMin = 32
 // several tiles at once).
 const mmtTiles = 256
 
+// mmtBlocks is the number of blocks a prefill mat-mul of fewer than half as
+// many tiles is split along k to reach (kernels/matmul.cu): about eight per
+// multiprocessor of an H100, as many as fit by shared memory. (TinyLlama's
+// FFN gate, 704 tiles, ran no faster split in two: 205 µs against 201.)
+const mmtBlocks = 1024
+
+// mmtSlices is the most slices a split-K prefill mat-mul takes, each of at
+// least two steps of 32 columns.
+const mmtSlices = 16
+
+// launchMMT runs a prefill mat-mul on tensor cores (f16 inputs, f32 sums),
+// in tiles of 32 tokens where 64 would leave fewer than mmtTiles, split
+// along k into slices summed by mmt_sum where the tiles are fewer than
+// mmtBlocks/2.
+func (d *Device) launchMMT(tk *typed, w *weight, x, out *Buffer, rows, cols, n int) error {
+	k, nk := tk.mmt, 64
+	if (rows+63)/64*((n+63)/64) < mmtTiles {
+		k, nk = tk.mmt32, 32
+	}
+	tt := (n + nk - 1) / nk
+	tiles := (rows + 63) / 64 * tt
+	steps := cols / 32
+	s, ks := 1, cols
+	if tiles < mmtBlocks/2 {
+		s = min((mmtBlocks+tiles-1)/tiles, steps/2, mmtSlices)
+	}
+	if s > 1 {
+		ks = (steps + s - 1) / s * 32
+		s = (cols + ks - 1) / ks
+	}
+	y := uintptr(out.ptr)
+	if s > 1 {
+		need := int64(s) * int64(n) * int64(rows) * 4
+		if need > d.nmmtP {
+			if err := d.regrow(&d.mmtP, need); err != nil {
+				return err
+			}
+			d.nmmtP = need
+		}
+		y = uintptr(d.mmtP)
+	}
+	a := d.args().ptr(uintptr(w.ptr)).i64(int64(w.rowBytes)).ptr(uintptr(x.ptr)).ptr(y).i32(rows).i32(cols).i32(n).i32(ks).i32(tt)
+	if err := launch(k, (rows+63)/64, tt*s, 128, a); err != nil || s == 1 {
+		return err
+	}
+	total := int64(n) * int64(rows)
+	return launch(d.k.mmtSum, int((total+255)/256), 1, 256, d.args().ptr(uintptr(d.mmtP)).ptr(uintptr(out.ptr)).i64(total).i32(s))
+}
+
 // run launches op (device thread only).
 func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buffer) error {
 	const threads = 256
@@ -330,12 +379,7 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 			return launch(tk.matvec, (rows+warps-1)/warps, 1, 32*warps, a)
 		}
 		if n >= mmtMin && w.typ != quant.F32 && cols%32 == 0 {
-			// Prefill on tensor cores (f16 inputs, f32 sums), in tiles of
-			// 32 tokens where 64 would leave fewer than mmtTiles.
-			if (rows+63)/64*((n+63)/64) < mmtTiles {
-				return launch(tk.mmt32, (rows+63)/64, (n+31)/32, 128, a)
-			}
-			return launch(tk.mmt, (rows+63)/64, (n+63)/64, 128, a)
+			return d.launchMMT(tk, w, in[0], out, rows, cols, n)
 		}
 		return launch(tk.matmul8, (rows+warps-1)/warps, (n+7)/8, 32*warps, a)
 	case ops.RoPE:
