@@ -88,10 +88,11 @@ func TestM4ProMatchesLlamaCpp(t *testing.T) {
 // against hybrid's CUDA device on a lent H100 SXM, the measurements its
 // launch cost and mat-mul efficiencies were fitted to (bench/RESULTS.md):
 // synthetic TinyLlama-1.1B, decode tg64 of run D (from an empty cache, so 32
-// positions back on average) and pp512 of the tensor-core prefill's A/B. Four
-// parameters for six numbers (worst miss 5%); 10% leaves room for rounding
-// them. pp128, which the roofline models about 2× too fast (too few tiles
-// to fill the GPU), is only logged.
+// positions back on average) and pp512 of the split-K prefill (commit
+// a3559e6, mean of four runs). Seven parameters for six numbers (worst miss
+// 2%); 10% leaves room for rounding them. pp128, measured before the split
+// and which the roofline models too fast (too few tiles to fill the GPU), is
+// only logged.
 func TestH100MatchesHybridCUDA(t *testing.T) {
 	hw, err := LoadHardware("h100-sxm")
 	if err != nil {
@@ -101,7 +102,7 @@ func TestH100MatchesHybridCUDA(t *testing.T) {
 	for _, m := range []struct {
 		fileType         string
 		tg, pp512, pp128 float64
-	}{{"Q4_0", 791.9, 11223, 5682}, {"Q4_K_M", 760.5, 10261, 5153}, {"Q8_0", 645.5, 10361, 4793}} {
+	}{{"Q4_0", 791.9, 16288, 5682}, {"Q4_K_M", 760.5, 13925, 5153}, {"Q8_0", 645.5, 14212, 4793}} {
 		for _, c := range []struct {
 			name         string
 			n, past      int
