@@ -24,7 +24,9 @@ type EngineOptions struct {
 	Slots int
 	// Queue is how many requests may wait for a free slot beyond those
 	// running: 0..MaxQueue. A request that finds the queue full fails at
-	// once with ErrBusy.
+	// once with ErrBusy. A request counts until its Generate returns: one
+	// whose tokens are all made but not yet all handed to a slow emit still
+	// takes its place.
 	Queue int
 }
 
@@ -84,7 +86,7 @@ type Engine struct {
 
 	mu     sync.Mutex
 	closed bool
-	held   int            // jobs queued or running: at most Slots+Queue
+	held   int            // jobs whose Generate has not returned: at most Slots+Queue
 	wg     sync.WaitGroup // the scheduler
 	stop   chan struct{}  // closed by Close: cancel what is left
 }
@@ -258,6 +260,9 @@ func (e *Engine) Generate(ctx context.Context, r Request, emit func(id int32) bo
 		}
 	}
 	<-j.finished
+	e.mu.Lock()
+	e.held--
+	e.mu.Unlock()
 	if j.cancel.Load() && j.err == nil {
 		j.fin.Reason = FinishCancelled
 	}
@@ -377,11 +382,9 @@ func (e *Engine) end(s *slot, reason string, err error) {
 	e.release(j)
 }
 
-// release closes a job's channels and frees its place in the count.
+// release closes a job's channels; its Generate then returns and frees its
+// place in the count.
 func (e *Engine) release(j *job) {
-	e.mu.Lock()
-	e.held--
-	e.mu.Unlock()
 	j.out.close()
 	close(j.finished)
 }

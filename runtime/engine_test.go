@@ -77,7 +77,8 @@ func TestEngineCancelAndBusy(t *testing.T) {
 		done <- err
 	}()
 	<-hold
-	// The slot is taken and the queue holds no one: the next is refused.
+	// The request holds its place until its Generate returns, though its
+	// four tokens may all be made by now: the next is refused.
 	if _, err := e.Generate(context.Background(), Request{Prompt: prompt, Sampler: SamplerConfig{TopP: 1, RepeatPenalty: 1}}, func(int32) bool { return true }); !errors.Is(err, ErrBusy) {
 		t.Fatalf("full queue: %v, want ErrBusy", err)
 	}
