@@ -64,6 +64,7 @@ type kernels struct {
 	rmsNorm, rope, siluMul, add kernel
 	addBias                     kernel
 	attention, kvAppend         kernel
+	attentionT2, attentionT4    kernel // attention for head sizes up to 64 and 128 (kernels/attention.cu)
 	ropeKV                      kernel // fused decode RoPE and cache append
 	mmtSum                      kernel // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
 }
@@ -137,7 +138,7 @@ func loadKernels() (*kernels, error) {
 		k    *kernel
 		m    module
 		name string
-	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}, {&k.mmtSum, mm, "mmt_sum"}} {
+	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.attentionT2, am, "attention_t2"}, {&k.attentionT4, am, "attention_t4"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}, {&k.mmtSum, mm, "mmt_sum"}} {
 		if *p.k, err = get(p.m, p.name); err != nil {
 			return nil, err
 		}

@@ -588,6 +588,13 @@ func (d *Device) attend(op *ops.Op, n int, q, out *Buffer, c *kvCache) error {
 func (d *Device) attendAt(op *ops.Op, n int, q, out *Buffer, c *kvCache, rows uintptr) error {
 	a := op.Attn
 	scale := 1 / float32(math.Sqrt(float64(a.HeadDim)))
-	return launch(d.k.attention, a.Heads, n, 32*attWarps, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
+	k := d.k.attention
+	switch {
+	case a.HeadDim <= 64:
+		k = d.k.attentionT2
+	case a.HeadDim <= 128:
+		k = d.k.attentionT4
+	}
+	return launch(k, a.Heads, n, 32*attWarps, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
 		i32(a.Heads).i32(a.KVHeads).i32(a.HeadDim).ptr(uintptr(d.tokens)).f32(scale).ptr(rows))
 }
