@@ -48,6 +48,7 @@ var gemmAMX func(p *panel, a *amxInputs, nb int, out []float32)
 // quantized activations (so a block's A tile is 512 contiguous bytes); d and
 // off per tile, block and input the input's scale and c·Σq.
 type amxInputs struct {
+	g     *gemmSpec // the weight type's, for fillTile
 	tiles int
 	q     []byte
 	d     []float32
@@ -87,19 +88,27 @@ func (a *amxInputs) fill(g *gemmSpec, x []xrow, ti, cols int) {
 	}
 }
 
-// amxFillTask lays out an amxInputs' tiles in parallel.
+// tileFiller is a batch's layout for an AMX kernel, made one tile of 16
+// inputs at a time.
+type tileFiller interface {
+	fillTile(x []xrow, ti, cols int)
+}
+
+// amxFillTask lays out a batch's tiles in parallel.
 type amxFillTask struct {
-	g    *gemmSpec
+	a    tileFiller
 	x    []xrow
 	cols int
-	a    *amxInputs
 }
 
 func (f *amxFillTask) run(lo, hi int) {
 	for ti := lo; ti < hi; ti++ {
-		f.a.fill(f.g, f.x, ti, f.cols)
+		f.a.fillTile(f.x, ti, f.cols)
 	}
 }
+
+// fillTile lays out tile ti for the spec set by gemmPanels.
+func (a *amxInputs) fillTile(x []xrow, ti, cols int) { a.fill(a.g, x, ti, cols) }
 
 // gemmAMXGo is gemmAMX's arithmetic in Go, in its order: the reference for
 // the assembly, and a way to test the AMX path's layout on any CPU.

@@ -39,8 +39,8 @@ func (a *amx6Inputs) size(tiles, cols int) {
 	a.xd = grow(a.xd, tiles*cols/256*amxIn)
 }
 
-// fill lays out tile ti of the Q8_K inputs x.
-func (a *amx6Inputs) fill(x []xrow, ti, cols int) {
+// fillTile lays out tile ti of the Q8_K inputs x.
+func (a *amx6Inputs) fillTile(x []xrow, ti, cols int) {
 	nsb := cols / 256
 	for t := range amxIn {
 		i := ti*amxIn + t
@@ -60,19 +60,6 @@ func (a *amx6Inputs) fill(x []xrow, ti, cols int) {
 			}
 			a.xd[(ti*nsb+b)*amxIn+t] = v
 		}
-	}
-}
-
-// amx6FillTask lays out an amx6Inputs' tiles in parallel.
-type amx6FillTask struct {
-	x    []xrow
-	cols int
-	a    *amx6Inputs
-}
-
-func (f *amx6FillTask) run(lo, hi int) {
-	for ti := lo; ti < hi; ti++ {
-		f.a.fill(f.x, ti, f.cols)
 	}
 }
 
@@ -196,9 +183,9 @@ func (p *Pool) gemm6(w []byte, rows, cols int, xs []xrow, y []float32) {
 	s.panelBufs(p.threads)
 	nt := (len(xs) + amxIn - 1) / amxIn
 	s.ax6.size(nt, cols)
-	s.f6 = amx6FillTask{x: xs, cols: cols, a: &s.ax6}
-	p.runTask(&s.f6, nt, 1)
-	s.f6 = amx6FillTask{}
+	s.fa = amxFillTask{a: &s.ax6, x: xs, cols: cols}
+	p.runTask(&s.fa, nt, 1)
+	s.fa = amxFillTask{}
 	s.t6 = amx6Task{w: w, stride: len(w) / rows, rows: rows, cols: cols, a: &s.ax6, n: len(xs), y: y, bufs: s.panels}
 	p.runTask(&s.t6, (rows+panelRows-1)/panelRows, 1)
 	s.t6 = amx6Task{}

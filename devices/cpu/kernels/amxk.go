@@ -53,8 +53,8 @@ func (a *amxKInputs) size(tiles, cols int) {
 	a.bs = grow(a.bs, tiles*pairs*2*amxIn)
 }
 
-// fill lays out tile ti of the Q8_K inputs x.
-func (a *amxKInputs) fill(x []xrow, ti, cols int) {
+// fillTile lays out tile ti of the Q8_K inputs x.
+func (a *amxKInputs) fillTile(x []xrow, ti, cols int) {
 	pairs := cols / 64
 	for t := range amxIn {
 		i := ti*amxIn + t
@@ -84,19 +84,6 @@ func (a *amxKInputs) fill(x []xrow, ti, cols int) {
 			}
 			a.xd[(ti*pairs/4+b)*amxIn+t] = v
 		}
-	}
-}
-
-// amxKFillTask lays out an amxKInputs' tiles in parallel.
-type amxKFillTask struct {
-	x    []xrow
-	cols int
-	a    *amxKInputs
-}
-
-func (f *amxKFillTask) run(lo, hi int) {
-	for ti := lo; ti < hi; ti++ {
-		f.a.fill(f.x, ti, f.cols)
 	}
 }
 
@@ -194,9 +181,9 @@ func (p *Pool) gemmK(pk *Packed, xs []xrow, y []float32) {
 	s.panelBufs(p.threads)
 	nt := (len(xs) + amxIn - 1) / amxIn
 	s.axk.size(nt, pk.Cols)
-	s.fk = amxKFillTask{x: xs, cols: pk.Cols, a: &s.axk}
-	p.runTask(&s.fk, nt, 1)
-	s.fk = amxKFillTask{}
+	s.fa = amxFillTask{a: &s.axk, x: xs, cols: pk.Cols}
+	p.runTask(&s.fa, nt, 1)
+	s.fa = amxFillTask{}
 	s.kt = amxKTask{pk: pk, a: &s.axk, n: len(xs), y: y, bufs: s.panels}
 	p.runTask(&s.kt, pk.Rows/panelRows, 1)
 	s.kt = amxKTask{}

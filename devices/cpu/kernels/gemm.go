@@ -360,7 +360,8 @@ func (p *Pool) gemmPanels(g *gemmSpec, rows, cols int, xs []xrow, y []float32, s
 	if gemmAMX != nil && (g.lanes || n >= amxMin) {
 		nt := (n + amxIn - 1) / amxIn
 		s.ax.size(nt, cols)
-		s.fa = amxFillTask{g: g, x: xs, cols: cols, a: &s.ax}
+		s.ax.g = g
+		s.fa = amxFillTask{a: &s.ax, x: xs, cols: cols}
 		p.runTask(&s.fa, nt, 1)
 		s.fa = amxFillTask{}
 		s.gt = gemmTask{g: g, rows: rows, cols: cols, n: n, y: y, bufs: s.panels, src: src, amx: &s.ax}

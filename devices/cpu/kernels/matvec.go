@@ -185,10 +185,8 @@ type scratch struct {
 	ax     amxInputs
 	fa     amxFillTask
 	axk    amxKInputs
-	fk     amxKFillTask
 	kt     amxKTask
 	ax6    amx6Inputs
-	f6     amx6FillTask
 	t6     amx6Task
 	panels chan *panel // one per thread, for the GEMM's unpacked rows
 }
