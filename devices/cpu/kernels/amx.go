@@ -48,7 +48,7 @@ var gemmAMX func(p *panel, a *amxInputs, nb int, out []float32)
 // quantized activations (so a block's A tile is 512 contiguous bytes); d and
 // off per tile, block and input the input's scale and c·Σq.
 type amxInputs struct {
-	g     *gemmSpec // the weight type's, for fillTile
+	g     *gemmSpec // the weight type's, for layTile
 	tiles int
 	q     []byte
 	d     []float32
@@ -91,7 +91,7 @@ func (a *amxInputs) fill(g *gemmSpec, x []xrow, ti, cols int) {
 // tileFiller is a batch's layout for an AMX kernel, made one tile of 16
 // inputs at a time.
 type tileFiller interface {
-	fillTile(x []xrow, ti, cols int)
+	layTile(x []xrow, ti, cols int)
 }
 
 // amxFillTask lays out a batch's tiles in parallel.
@@ -103,12 +103,12 @@ type amxFillTask struct {
 
 func (f *amxFillTask) run(lo, hi int) {
 	for ti := lo; ti < hi; ti++ {
-		f.a.fillTile(f.x, ti, f.cols)
+		f.a.layTile(f.x, ti, f.cols)
 	}
 }
 
-// fillTile lays out tile ti for the spec set by gemmPanels.
-func (a *amxInputs) fillTile(x []xrow, ti, cols int) { a.fill(a.g, x, ti, cols) }
+// layTile lays out tile ti for the spec set by gemmPanels.
+func (a *amxInputs) layTile(x []xrow, ti, cols int) { a.fill(a.g, x, ti, cols) }
 
 // gemmAMXGo is gemmAMX's arithmetic in Go, in its order: the reference for
 // the assembly, and a way to test the AMX path's layout on any CPU.

@@ -39,8 +39,8 @@ func (a *amx6Inputs) size(tiles, cols int) {
 	a.xd = grow(a.xd, tiles*cols/256*amxIn)
 }
 
-// fillTile lays out tile ti of the Q8_K inputs x.
-func (a *amx6Inputs) fillTile(x []xrow, ti, cols int) {
+// layTile lays out tile ti of the Q8_K inputs x.
+func (a *amx6Inputs) layTile(x []xrow, ti, cols int) {
 	nsb := cols / 256
 	for t := range amxIn {
 		i := ti*amxIn + t

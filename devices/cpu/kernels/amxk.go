@@ -53,8 +53,8 @@ func (a *amxKInputs) size(tiles, cols int) {
 	a.bs = grow(a.bs, tiles*pairs*2*amxIn)
 }
 
-// fillTile lays out tile ti of the Q8_K inputs x.
-func (a *amxKInputs) fillTile(x []xrow, ti, cols int) {
+// layTile lays out tile ti of the Q8_K inputs x.
+func (a *amxKInputs) layTile(x []xrow, ti, cols int) {
 	pairs := cols / 64
 	for t := range amxIn {
 		i := ti*amxIn + t
