@@ -63,8 +63,9 @@ func (a *amxInputs) size(tiles, cols int) {
 	a.off = grow(a.off, tiles*nb*amxIn)
 }
 
-// fill lays out tile ti of inputs x for spec g.
-func (a *amxInputs) fill(g *gemmSpec, x []xrow, ti, cols int) {
+// layTile lays out tile ti of inputs x for the spec in a.g, set by
+// gemmPanels.
+func (a *amxInputs) layTile(x []xrow, ti, cols int) {
 	nb := cols / 32
 	for t := range amxIn {
 		i := ti*amxIn + t
@@ -83,7 +84,7 @@ func (a *amxInputs) fill(g *gemmSpec, x []xrow, ti, cols int) {
 				sum += int32(v)
 			}
 			a.d[j] = x[i].d[b]
-			a.off[j] = g.c * sum
+			a.off[j] = a.g.c * sum
 		}
 	}
 }
@@ -106,9 +107,6 @@ func (f *amxFillTask) run(lo, hi int) {
 		f.a.layTile(f.x, ti, f.cols)
 	}
 }
-
-// layTile lays out tile ti for the spec set by gemmPanels.
-func (a *amxInputs) layTile(x []xrow, ti, cols int) { a.fill(a.g, x, ti, cols) }
 
 // gemmAMXGo is gemmAMX's arithmetic in Go, in its order: the reference for
 // the assembly, and a way to test the AMX path's layout on any CPU.
