@@ -144,3 +144,17 @@ type PeerCopier interface {
 	// copy to that one directly; the caller then copies through the host.
 	CopyTo(to Device, dst, src Buffer, n int) (ok bool, err error)
 }
+
+// WeightStreamer is implemented by devices that can run an op whose weight
+// is resident on another device: the weight's bytes are copied in for the
+// step ("streamed") instead of being held, as a GPU multiplies a prompt with
+// the weights of layers that live in host memory. The planner weighs the
+// copy against running the op where the weight lives.
+type WeightStreamer interface {
+	// StreamWeight makes w usable by the ops Run on this device after it,
+	// until StreamWeight has been called twice more (a device may keep two
+	// streamed weights, one copying while the other is read). data is the
+	// tensor's bytes as the file holds them, as LoadWeight's. A weight
+	// already resident here is left as it is.
+	StreamWeight(w *ops.Weight, data []byte) error
+}

@@ -27,6 +27,10 @@ type Plan struct {
 	// "simulated" or "roofline".
 	Source    [][]string
 	Transfers []Transfer
+	// Streamed[i], for a step planned by MakeStep, names the device op i's
+	// weight is streamed from for the step ("" where the weight is resident
+	// on the op's device); nil for a plan without streaming.
+	Streamed []string
 	// PerOp is true for the ablation plan: every op's inputs are copied from
 	// the host and its output back, as a naive integration does.
 	PerOp bool
@@ -235,7 +239,8 @@ func (p *Plan) memoryFor(assign []string) (mem, resident map[string]int64) {
 			}
 		}
 		d := assign[i]
-		if op.Weight != nil && !weights[d+"\x00"+op.Weight.Name] {
+		streamed := p.Streamed != nil && p.Streamed[i] != ""
+		if op.Weight != nil && !streamed && !weights[d+"\x00"+op.Weight.Name] {
 			weights[d+"\x00"+op.Weight.Name] = true
 			resident[d] += op.Weight.Bytes()
 		}

@@ -17,6 +17,9 @@ type Candidate struct {
 	Supports func(*ops.Op) error
 	// Sim is the cost model of a simulated device, nil for a real one.
 	Sim devices.Simulator
+	// Streams is true for a device that can run an op whose weight is
+	// resident elsewhere, copied in for the step (devices.WeightStreamer).
+	Streams bool
 }
 
 // Candidates wraps devices for the planner.
@@ -24,6 +27,7 @@ func Candidates(devs []devices.Device) []Candidate {
 	out := make([]Candidate, len(devs))
 	for i, d := range devs {
 		out[i] = Candidate{Info: d.Info(), Supports: d.Supports}
+		_, out[i].Streams = d.(devices.WeightStreamer)
 		if s, ok := d.(devices.Simulator); ok && out[i].Info.Simulated {
 			out[i].Sim = s
 		}
@@ -45,10 +49,18 @@ func Make(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, error)
 	if err != nil {
 		return nil, err
 	}
-	assign, err := solveWithin(prob, caps, func(a []int) map[string]int64 {
+	memory := func(a []int) map[string]int64 {
 		mem, _ := p.memoryFor(names(p.Devices, a))
 		return mem
-	}, p.Devices)
+	}
+	// Room for streamed weights is kept where a plan still fits with it.
+	reserved, notes := reserveStreaming(p, cands, pol, caps)
+	assign, err := solveWithin(prob, reserved, memory, p.Devices)
+	if notes != nil && errors.Is(err, errNoFit) {
+		assign, err = solveWithin(prob, caps, memory, p.Devices)
+	} else if err == nil {
+		p.Notes = append(p.Notes, notes...)
+	}
 	if errors.Is(err, errNoFit) {
 		return nil, p.noFit(prob, caps, pol)
 	}

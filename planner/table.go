@@ -50,6 +50,10 @@ type JSONOp struct {
 	PredictedMS float64            `json:"predicted_ms"`
 	Estimates   map[string]float64 `json:"estimates_ms"` // per candidate device
 	Source      string             `json:"source"`
+	// StreamedFrom names the device the op's weight is copied in from for
+	// the step (MakeStep); StreamedBytes is its size.
+	StreamedFrom  string `json:"streamed_from,omitempty"`
+	StreamedBytes int64  `json:"streamed_bytes,omitempty"`
 }
 
 // JSONTransfer is one copy.
@@ -102,6 +106,9 @@ func (p *Plan) JSON() JSONPlan {
 		}
 		if j := p.DeviceIndex(p.Device[i]); j >= 0 {
 			jo.Source = p.Source[i][j]
+		}
+		if p.Streamed != nil && p.Streamed[i] != "" {
+			jo.StreamedFrom, jo.StreamedBytes = p.Streamed[i], op.Weight.Bytes()
 		}
 		out.Ops = append(out.Ops, jo)
 	}
@@ -164,6 +171,11 @@ func (p *Plan) Render(w io.Writer, format string) error {
 		outc[tr.FromOp] = append(outc[tr.FromOp], s)
 		for _, o := range tr.ToOps {
 			in[o] = append(in[o], s)
+		}
+	}
+	for i, o := range jp.Ops {
+		if o.StreamedFrom != "" {
+			in[i] = append(in[i], fmt.Sprintf("weight streamed from %s, %s", o.StreamedFrom, bytesStr(o.StreamedBytes)))
 		}
 	}
 	for i, op := range p.Graph.Ops {

@@ -32,6 +32,12 @@ type Options struct {
 	// CopyTime, if set, models the time of a copy that involves a simulated
 	// device (the planner's cost model); real copies are timed.
 	CopyTime func(from, to devices.Info, bytes int64) time.Duration
+	// PlaceStep, if set, places a prefill step (a graph of more than one
+	// token) for its own shape: each op's device by name and, for an op whose
+	// weight is streamed in for the step, the device the weight is resident
+	// on, "" elsewhere (planner.MakeStep). Unset, a prefill runs each op where
+	// Placement puts it.
+	PlaceStep func(g *ops.Graph) (device, streamedFrom []string, err error)
 	// SyncEachOp waits for every op to finish before timing it, so that
 	// per-op times are right on devices whose Run only queues the work
 	// (profiling); it costs a round trip per op.
@@ -64,7 +70,14 @@ type compiled struct {
 	copies [][]copyStep                        // per op: copies to make after it runs
 	pre    [][]copyStep                        // per op: copies to make before it runs (per-op ablation)
 	hostV  [][]float32                         // per value: host copy (per-op ablation)
+	stream []streamStep                        // per op: the weight to stream in before it runs, if any
 	bufs   map[devices.Device][]devices.Buffer // the buffers allocated for it, freed when it is dropped
+}
+
+// streamStep is a weight copied into an op's device for one step.
+type streamStep struct {
+	from devices.Device // where it is resident
+	data []byte         // its bytes as the file holds them
 }
 
 type copyStep struct {
@@ -162,6 +175,46 @@ func (e *Executor) place(g *ops.Graph) ([]devices.Device, error) {
 	return out, nil
 }
 
+// placeStep places a prefill step by opts.PlaceStep: each op's device, and
+// the weights streamed in for it.
+func (e *Executor) placeStep(g *ops.Graph) ([]devices.Device, []streamStep, error) {
+	names, from, err := e.opts.PlaceStep(g)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(names) != len(g.Ops) || len(from) != len(g.Ops) {
+		return nil, nil, fmt.Errorf("runtime: a step placement of %d and %d ops for a graph of %d", len(names), len(from), len(g.Ops))
+	}
+	dev := make([]devices.Device, len(g.Ops))
+	var stream []streamStep
+	for i, op := range g.Ops {
+		d, ok := e.byName[names[i]]
+		if !ok {
+			return nil, nil, fmt.Errorf("runtime: op %s is placed on %s, which is not among the devices", op, names[i])
+		}
+		if err := d.Supports(op); err != nil {
+			return nil, nil, fmt.Errorf("runtime: %s cannot run op %s: %w", d.Name(), op, err)
+		}
+		dev[i] = d
+		if from[i] == "" {
+			continue
+		}
+		src, ok := e.byName[from[i]]
+		if _, streams := d.(devices.WeightStreamer); !ok || !streams || op.Weight == nil {
+			return nil, nil, fmt.Errorf("runtime: op %s cannot stream its weight from %s to %s", op, from[i], d.Name())
+		}
+		data, err := e.m.TensorData(op.Weight.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if stream == nil {
+			stream = make([]streamStep, len(g.Ops))
+		}
+		stream[i] = streamStep{from: src, data: data}
+	}
+	return dev, stream, nil
+}
+
 // Context is the KV cache's length in positions.
 func (e *Executor) Context() int { return e.ctx }
 
@@ -247,6 +300,11 @@ func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {
 			}
 		}
 		d := c.dev[op.ID]
+		if c.stream != nil && c.stream[op.ID].data != nil {
+			if err := e.streamWeight(op, d, c.stream[op.ID]); err != nil {
+				return nil, err
+			}
+		}
 		t0 := time.Now()
 		if err := d.Run(op, st, c.ins[op.ID], c.out[op.Out]); err != nil {
 			return nil, err
@@ -282,6 +340,22 @@ func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {
 	}
 	e.Stats.Steps++
 	return logits, nil
+}
+
+// streamWeight copies op's weight into d for this step, counted apart from
+// the copies of values.
+func (e *Executor) streamWeight(op *ops.Op, d devices.Device, s streamStep) error {
+	t0 := time.Now()
+	if err := d.(devices.WeightStreamer).StreamWeight(op.Weight, s.data); err != nil {
+		return fmt.Errorf("runtime: streaming weight %s from %s to %s: %w", op.Weight.Name, s.from.Name(), d.Name(), err)
+	}
+	el := time.Since(t0)
+	from, to := s.from.Info(), d.Info()
+	if (from.Simulated || to.Simulated) && e.opts.CopyTime != nil {
+		el = e.opts.CopyTime(from, to, int64(len(s.data)))
+	}
+	e.Stats.stream(int64(len(s.data)), el)
+	return nil
 }
 
 // copy moves one value: device to device through host memory, or, in the
@@ -404,6 +478,12 @@ func (e *Executor) compile(n int) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
+	var stream []streamStep
+	if n > 1 && e.opts.PlaceStep != nil {
+		if dev, stream, err = e.placeStep(g); err != nil {
+			return nil, err
+		}
+	}
 	l := layoutFor(g, dev, e.opts.PerOp)
 	if e.opts.PerOp {
 		l.addPerOp(g, dev)
@@ -412,6 +492,7 @@ func (e *Executor) compile(n int) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.stream = stream
 	e.steps[n] = c
 	return c, nil
 }

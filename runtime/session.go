@@ -7,6 +7,7 @@ import (
 	_ "hybrid/devices/coreml" // registers the policy setting coreml_units, passed on as Options.CoreMLUnits
 	"hybrid/devices/sim"
 	"hybrid/models/llama"
+	"hybrid/ops"
 	"hybrid/planner"
 )
 
@@ -52,6 +53,7 @@ type Session struct {
 	Costs    *planner.Costs
 	Plan     *planner.Plan // of a decode step (of Batch sequences)
 	Exec     *Executor
+	used     []devices.Device // the devices the decode plan uses: a prefill is planned on them
 }
 
 // Devices finds this machine's devices plus, with a hardware profile, its
@@ -176,23 +178,47 @@ func NewSession(m *llama.Model, o SessionOptions) (*Session, error) {
 			devs = append(devs, d)
 		}
 	}
-	s.Exec, err = NewPlanExecutor(m, devs, ctx, Options{
+	s.used = devs
+	opts := Options{
 		Placement: s.Plan.ByName(),
 		PerOp:     s.Plan.PerOp,
 		CopyTime:  s.Costs.CopyTime,
-	})
+	}
+	if !s.Plan.PerOp {
+		// A prefill is planned for its own shape; the per-op ablation keeps
+		// the naive placement.
+		opts.PlaceStep = func(g *ops.Graph) ([]string, []string, error) {
+			p, err := s.stepPlan(g)
+			if err != nil {
+				return nil, nil, err
+			}
+			return p.Device, p.Streamed, nil
+		}
+	}
+	s.Exec, err = NewPlanExecutor(m, devs, ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// PlanFor returns the plan's placement applied to a step of n tokens, with
-// its own predicted times (a prefill's ops are costed at their own shapes).
+// stepPlan plans a prefill graph on the weights and KV cache the decode
+// plan made resident, over the devices that plan uses (planner.MakeStep).
+func (s *Session) stepPlan(g *ops.Graph) (*planner.Plan, error) {
+	return planner.MakeStep(g, planner.Candidates(s.used), s.Policy, s.Costs, s.Plan)
+}
+
+// PlanFor returns the plan of a step of n tokens as the executor runs it: a
+// prefill planned for its shape on the decode plan's resident weights
+// (the per-op ablation: the decode placement applied to it), or the decode
+// placement costed again.
 func (s *Session) PlanFor(n int) (*planner.Plan, error) {
 	g, err := s.Model.Graph(n, 0, s.Exec.Context())
 	if err != nil {
 		return nil, err
+	}
+	if n > 1 && !s.Plan.PerOp {
+		return s.stepPlan(g)
 	}
 	assign, err := planner.Assign(s.Plan.ByName(), g)
 	if err != nil {

@@ -17,6 +17,9 @@ type Stats struct {
 	Copies  CopyStats
 	// Links sums the copies per direction ("cpu -> cpu:1").
 	Links map[string]*CopyStats
+	// Streams counts the weights copied in for a step (a prefill that
+	// multiplies on a GPU with weights resident in host memory).
+	Streams CopyStats
 }
 
 // DeviceStats is one device's share.
@@ -41,6 +44,7 @@ func (s *Stats) init(devs []devices.Device) {
 	s.Ops = map[string]time.Duration{}
 	s.Links = map[string]*CopyStats{}
 	s.Copies = CopyStats{}
+	s.Streams = CopyStats{}
 	s.Steps = 0
 }
 
@@ -77,4 +81,10 @@ func (s *Stats) DeviceNames() []string {
 	}
 	sort.Strings(ns)
 	return ns
+}
+
+func (s *Stats) stream(bytes int64, t time.Duration) {
+	s.Streams.Count++
+	s.Streams.Bytes += bytes
+	s.Streams.Time += t
 }

@@ -129,6 +129,28 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 	return nil
 }
 
+// DropWeight releases a weight LoadWeight made resident, for a device built
+// on this one that holds some weights only for a while (a simulated GPU's
+// streamed weights, devices.WeightStreamer). A name not loaded is ignored.
+func (d *Device) DropWeight(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w, ok := d.weights[name]
+	if !ok {
+		return
+	}
+	delete(d.weights, name)
+	switch {
+	case w.packed != nil:
+		d.mem -= int64(w.packed.Bytes())
+		w.packed.Free()
+	case w.f32 != nil:
+		d.mem -= int64(4 * len(w.f32))
+	default:
+		d.mapped -= int64(len(w.raw))
+	}
+}
+
 // Alloc implements devices.Device.
 func (d *Device) Alloc(n int) (devices.Buffer, error) {
 	if n < 0 {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,13 +22,17 @@ type Device struct {
 	spec *Spec
 	hw   *Hardware
 
-	mu      sync.Mutex  // guards scratch
+	mu      sync.Mutex  // guards scratch and the weights below
 	scratch [][]float32 // an fp16 device's rounded inputs, one per input
+
+	resident map[string]bool // weights LoadWeight made resident
+	streamed []string        // the weights StreamWeight holds, oldest first (at most two)
 }
 
 var (
-	_ devices.Device    = (*Device)(nil)
-	_ devices.Simulator = (*Device)(nil)
+	_ devices.Device         = (*Device)(nil)
+	_ devices.Simulator      = (*Device)(nil)
+	_ devices.WeightStreamer = (*Device)(nil)
 )
 
 // New returns the simulated device for spec, named prefix+spec.Name,
@@ -165,7 +170,41 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 	if err := d.Device.LoadWeight(w, data); err != nil {
 		return err
 	}
+	d.mu.Lock()
+	if d.resident == nil {
+		d.resident = map[string]bool{}
+	}
+	d.resident[w.Name] = true
+	d.mu.Unlock()
 	return d.checkMemory("weight " + w.Name)
+}
+
+// StreamWeight implements devices.WeightStreamer: the weight is held as
+// LoadWeight holds one until two more have been streamed, within the
+// profile's memory. The copy's time is the executor's to charge, from the
+// profile's link (Simulator.CopyTime).
+func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
+	d.mu.Lock()
+	if d.resident[w.Name] || slices.Contains(d.streamed, w.Name) {
+		d.mu.Unlock()
+		return nil
+	}
+	if len(d.streamed) == 2 {
+		d.Device.DropWeight(d.streamed[0])
+		d.streamed = d.streamed[1:]
+	}
+	d.streamed = append(d.streamed, w.Name)
+	d.mu.Unlock()
+	if d.spec.FP16 {
+		var err error
+		if w, data, err = weightF16(w, data); err != nil {
+			return fmt.Errorf("%s: %w", d.Name(), err)
+		}
+	}
+	if err := d.Device.LoadWeight(w, data); err != nil {
+		return err
+	}
+	return d.checkMemory("streamed weight " + w.Name)
 }
 
 // Alloc implements devices.Device within the profile's memory.

@@ -1,0 +1,190 @@
+package planner
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"math"
+	"time"
+
+	"hybrid/ops"
+)
+
+// MakeStep plans a step of its own shape (a prefill of g.Tokens tokens) on
+// the weights and KV cache that the decode plan made resident. Each op may
+// run on any device the policy allows, as Make's ops do, with two
+// differences: an attention op stays with its KV cache, on its decode
+// device; and an op whose weight is resident elsewhere runs on a device
+// that can stream weights (Candidate.Streams) at the cost of copying the
+// weight in for the step (the link's time for its bytes, from the cheapest
+// device that holds it) on top of its own. A GPU multiplying a 512-token
+// prompt with a layer held in host memory can beat the CPU by far more
+// than the copy costs; a decode step never pays it.
+//
+// Each streaming device needs room for two streamed weights at a time
+// (one copying while the other is read) beside what the decode plan keeps
+// there: weights that do not fit are not streamed to it, and a note says so.
+func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Plan) (*Plan, error) {
+	c = c.For(cands)
+	p, prob, caps, err := prepare(g, cands, pol, c)
+	if err != nil {
+		return nil, err
+	}
+	// Where the decode plan keeps each weight and each attention op.
+	held := map[string]map[string]bool{}
+	attnDev := map[string]string{}
+	for i, op := range decode.Graph.Ops {
+		d := decode.Device[i]
+		if op.Weight != nil {
+			if held[op.Weight.Name] == nil {
+				held[op.Weight.Name] = map[string]bool{}
+			}
+			held[op.Weight.Name][d] = true
+		}
+		if op.Kind == ops.Attention {
+			attnDev[op.Name] = d
+		}
+	}
+	// What each streaming device has left under its cap beside the decode
+	// plan's weights and cache: two streamed weights must fit there.
+	room := make([]int64, len(cands))
+	for j, cd := range cands {
+		room[j] = -1 // not a streaming device
+		if cd.Streams {
+			room[j] = math.MaxInt64
+			if caps[j] > 0 {
+				room[j] = max(caps[j]-decode.Resident[cd.Info.Name], 0)
+			}
+		}
+	}
+	p.Streamed = make([]string, len(g.Ops))
+	from := make([][]string, len(g.Ops)) // per op and device: the device streamed from, if any
+	tooBig := map[string]int64{}         // per streaming device: the largest weight refused
+	for i, op := range g.Ops {
+		from[i] = make([]string, len(cands))
+		if op.Kind == ops.Attention {
+			home, ok := attnDev[op.Name]
+			if !ok {
+				return nil, fmt.Errorf("planner: op %s has no KV cache in the decode plan", op)
+			}
+			for j, cd := range cands {
+				if cd.Info.Name != home {
+					prob.OpTime[i][j] = -1
+				}
+			}
+			continue
+		}
+		if op.Weight == nil {
+			continue
+		}
+		homes := held[op.Weight.Name]
+		if len(homes) == 0 {
+			return nil, fmt.Errorf("planner: weight %s of op %s is resident nowhere in the decode plan", op.Weight.Name, op)
+		}
+		bytes := op.Weight.Bytes()
+		for j, cd := range cands {
+			if homes[cd.Info.Name] || prob.OpTime[i][j] < 0 {
+				continue
+			}
+			if room[j] < 0 {
+				prob.OpTime[i][j] = -1
+				continue
+			}
+			if 2*bytes > room[j] {
+				prob.OpTime[i][j] = -1
+				tooBig[cd.Info.Name] = max(tooBig[cd.Info.Name], bytes)
+				continue
+			}
+			best := time.Duration(-1)
+			for _, src := range p.Devices {
+				if homes[src.Name] {
+					if t := p.copyTime(c, src.Name, cd.Info.Name, bytes); best < 0 || t < best {
+						best, from[i][j] = t, src.Name
+					}
+				}
+			}
+			p.Estimates[i][j] += best
+			prob.OpTime[i][j] += best.Seconds()
+		}
+	}
+	assign, _, ok := Solve(prob)
+	if !ok {
+		return nil, fmt.Errorf("planner: policy %s: no placement of the %d-token step keeps every op on a device that holds or can stream its weight: %w", pol.Name, g.Tokens, ErrNoPlan)
+	}
+	p.Device = names(p.Devices, assign)
+	for i, j := range assign {
+		p.Streamed[i] = from[i][j]
+	}
+	p.finish(c)
+	// The decode plan's resident memory stays; streaming adds its two slots.
+	stream := map[string]int64{}
+	var count int
+	var total int64
+	var streamTime time.Duration
+	for i, src := range p.Streamed {
+		if src == "" {
+			continue
+		}
+		b := g.Ops[i].Weight.Bytes()
+		stream[p.Device[i]] = max(stream[p.Device[i]], b)
+		count++
+		total += b
+		streamTime += p.copyTime(c, src, p.Device[i], b)
+	}
+	mem := map[string]int64{}
+	for d, b := range p.Memory {
+		mem[d] = b - p.Resident[d] // the step's activations
+	}
+	for d, b := range decode.Resident {
+		mem[d] += b
+	}
+	for d, b := range stream {
+		mem[d] += 2 * b
+	}
+	p.Memory, p.Resident = mem, maps.Clone(decode.Resident)
+	if count > 0 {
+		p.Notes = append(p.Notes, fmt.Sprintf("%d weights (%s) are streamed in for each %d-token step, %s of its predicted time; they stay resident where the decode plan keeps them", count, bytesStr(total), g.Tokens, streamTime.Round(time.Microsecond)))
+	}
+	for _, d := range sortedNames(tooBig) {
+		p.Notes = append(p.Notes, fmt.Sprintf("weights of up to %s are not streamed to %s: two at a time do not fit beside the decode plan's %s under its cap", bytesStr(tooBig[d]), d, bytesStr(decode.Resident[d])))
+	}
+	return p, nil
+}
+
+// reserveStreaming keeps room on each capped device that can stream
+// weights for two of the largest weights of the model's blocks, when the
+// model does not fit under the cap anyway: the decode plan then leaves
+// some layers elsewhere, and a prefill (MakeStep) can stream their weights
+// in. The output head and the embedding are not reserved for: the head is
+// the most valuable weight to keep resident, and a table lookup is never
+// worth streaming. A reserve above half the cap is not made. It returns
+// the caps less the reserves, and a note for each.
+func reserveStreaming(p *Plan, cands []Candidate, pol *Policy, caps []int64) ([]int64, []string) {
+	g := p.Graph
+	caps = slices.Clone(caps)
+	var notes []string
+	for j, cd := range cands {
+		if !cd.Streams || caps[j] <= 0 {
+			continue
+		}
+		all := make([]string, len(g.Ops))
+		for i := range all {
+			all[i] = cd.Info.Name
+		}
+		mem, _ := p.memoryFor(all)
+		if mem[cd.Info.Name] <= caps[j] {
+			continue // the whole model fits: nothing will be streamed
+		}
+		var largest int64
+		for _, op := range g.Ops {
+			if op.Weight != nil && op.Layer >= 0 && slices.Contains(pol.Candidates(op, p.Devices), cd.Info.Name) {
+				largest = max(largest, op.Weight.Bytes())
+			}
+		}
+		if r := 2 * largest; r > 0 && r <= caps[j]/2 {
+			caps[j] -= r
+			notes = append(notes, fmt.Sprintf("%s keeps %s of its cap free for two streamed weights: a prompt multiplies there with weights of the layers it does not hold", describe(cd.Info), bytesStr(r)))
+		}
+	}
+	return caps, notes
+}
