@@ -3,8 +3,8 @@ package planner
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"math"
+	"slices"
 	"time"
 
 	"hybrid/ops"
