@@ -134,6 +134,7 @@ type Device struct {
 
 	wmu     sync.Mutex // guards weights and freqs, which Run reads on the caller's side
 	weights map[string]*weight
+	slots2  streamSlots     // StreamWeight's two slots
 	freqs   map[string]dptr // rope frequency factors on the GPU, by their bytes (freqs_cuda.go)
 
 	// Owned by the device's thread.
@@ -170,6 +171,7 @@ type weight struct {
 	typ      quant.Type // of the bytes at ptr
 	ptr      dptr
 	rowBytes int
+	streamed bool // in a streaming slot (StreamWeight), not resident
 }
 
 // kvCache is one layer's keys and values, binary16 (as the CPU device keeps
@@ -329,38 +331,14 @@ func (d *Device) Supports(op *ops.Op) error {
 // LoadWeight implements devices.Device: the bytes are copied to the GPU once.
 // One-row tensors are decoded to f32 on the host first, as the CPU device does.
 func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
-	rb, err := quant.RowBytes(w.Type, w.Cols)
+	res, data, err := hostWeight(w, data)
 	if err != nil {
-		return fmt.Errorf("cuda: weight %s: %w", w.Name, err)
-	}
-	if int64(len(data)) != int64(rb)*int64(w.Rows) {
-		return fmt.Errorf("cuda: weight %s: %d bytes, want %d for %d×%d %s", w.Name, len(data), rb*w.Rows, w.Rows, w.Cols, w.Type)
-	}
-	if _, ok := typeNames[w.Type]; !ok {
-		return fmt.Errorf("cuda: weight %s: type %s %w", w.Name, w.Type, devices.ErrUnsupported)
-	}
-	res := &weight{w: *w, typ: w.Type, rowBytes: rb}
-	if w.Rows == 1 {
-		f := make([]float32, w.Cols)
-		if err := quant.Dequantize(w.Type, data, f); err != nil {
-			return fmt.Errorf("cuda: weight %s: %w", w.Name, err)
-		}
-		data = unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
-		res.typ, res.rowBytes = quant.F32, 4*w.Cols
-	}
-	if pad := (res.rowBytes + 15) &^ 15; w.Rows > 1 && pad != res.rowBytes {
-		// The kernels read float rows in 16-byte vectors: give each row a
-		// stride of whole vectors (F16 or BF16 rows of 4 mod 8 elements).
-		p := make([]byte, pad*w.Rows)
-		for r := range w.Rows {
-			copy(p[r*pad:], data[r*res.rowBytes:(r+1)*res.rowBytes])
-		}
-		data, res.rowBytes = p, pad
+		return err
 	}
 	d.wmu.Lock()
-	_, ok := d.weights[w.Name]
+	cur, ok := d.weights[w.Name]
 	d.wmu.Unlock()
-	if ok {
+	if ok && !cur.streamed {
 		return nil
 	}
 	return d.do(func() error {
@@ -379,6 +357,41 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 		d.wmu.Unlock()
 		return nil
 	})
+}
+
+// hostWeight checks a weight's bytes and returns its record (without a
+// device pointer) and the bytes to upload: a single row (a norm's) as f32,
+// float rows padded to 16-byte strides.
+func hostWeight(w *ops.Weight, data []byte) (*weight, []byte, error) {
+	rb, err := quant.RowBytes(w.Type, w.Cols)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cuda: weight %s: %w", w.Name, err)
+	}
+	if int64(len(data)) != int64(rb)*int64(w.Rows) {
+		return nil, nil, fmt.Errorf("cuda: weight %s: %d bytes, want %d for %d×%d %s", w.Name, len(data), rb*w.Rows, w.Rows, w.Cols, w.Type)
+	}
+	if _, ok := typeNames[w.Type]; !ok {
+		return nil, nil, fmt.Errorf("cuda: weight %s: type %s %w", w.Name, w.Type, devices.ErrUnsupported)
+	}
+	res := &weight{w: *w, typ: w.Type, rowBytes: rb}
+	if w.Rows == 1 {
+		f := make([]float32, w.Cols)
+		if err := quant.Dequantize(w.Type, data, f); err != nil {
+			return nil, nil, fmt.Errorf("cuda: weight %s: %w", w.Name, err)
+		}
+		data = unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
+		res.typ, res.rowBytes = quant.F32, 4*w.Cols
+	}
+	if pad := (res.rowBytes + 15) &^ 15; w.Rows > 1 && pad != res.rowBytes {
+		// The kernels read float rows in 16-byte vectors: give each row a
+		// stride of whole vectors (F16 or BF16 rows of 4 mod 8 elements).
+		p := make([]byte, pad*w.Rows)
+		for r := range w.Rows {
+			copy(p[r*pad:], data[r*res.rowBytes:(r+1)*res.rowBytes])
+		}
+		data, res.rowBytes = p, pad
+	}
+	return res, data, nil
 }
 
 // uploadChunk is how much of a weight goes through the pinned staging
@@ -602,6 +615,9 @@ func (d *Device) Close() error {
 			fmt.Fprintf(os.Stderr, "cuda: %s: batches: %d graph replays, %d captures, %d failed captures (%v), %d eager; launched %d fused units and %d ops alone\n", d.name, d.stats.replays, d.stats.captures, d.stats.failed, d.stats.lastErr, d.stats.eager, d.stats.fused, d.stats.alone)
 		}
 		d.freeGraphs()
+		if err := d.unpin(); err != nil {
+			errs = append(errs, err)
+		}
 		d.stream.destroy()
 		d.stream = stream{}
 		for p := range d.allocs {
@@ -611,6 +627,7 @@ func (d *Device) Close() error {
 		}
 		hostFree(d.stage)
 		d.allocs, d.kv, d.stage, d.nstage, d.used = nil, nil, nil, 0, 0
+		d.slots2 = streamSlots{}
 		d.wmu.Lock()
 		d.weights = map[string]*weight{}
 		d.freqs = nil

@@ -33,6 +33,8 @@ static CUresult hy_enable_peer(CUcontext peer) {
 	return r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED ? CUDA_SUCCESS : r;
 }
 static CUresult hy_max_shared(CUfunction f, int n) { return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, n); }
+static CUresult hy_host_register(void *p, size_t n) { return cuMemHostRegister(p, n, CU_MEMHOSTREGISTER_READ_ONLY); }
+static CUresult hy_host_unregister(void *p) { return cuMemHostUnregister(p); }
 static CUresult hy_memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n) {
 	return cuMemcpyPeer(dst, dctx, src, sctx, n);
 }
@@ -153,6 +155,16 @@ func memFree(p dptr) error { return cuErr("cuMemFree", C.hy_mem_free(C.CUdevicep
 // respect to the host for pageable memory, ordered after earlier work).
 func memcpyHtoD(dst dptr, src unsafe.Pointer, n int64) error {
 	return cuErr("cuMemcpyHtoD", C.hy_htod(C.CUdeviceptr(dst), src, C.size_t(n)))
+}
+
+// hostRegister pins n bytes of host memory at p, which may be a read-only
+// mapping of a file, so that copies from it run at the link's DMA rate.
+func hostRegister(p unsafe.Pointer, n int64) error {
+	return cuErr("cuMemHostRegister", C.hy_host_register(p, C.size_t(n)))
+}
+
+func hostUnregister(p unsafe.Pointer) error {
+	return cuErr("cuMemHostUnregister", C.hy_host_unregister(p))
 }
 
 func memcpyDtoH(dst unsafe.Pointer, src dptr, n int64) error {

@@ -18,9 +18,3 @@ var hasAVX512VNNI = func() bool {
 //
 //go:noescape
 func q4_0RowsVNNI(w *byte, stride, rows int, xq *int8, xd *float32, xs *float32, nb int, y *float32)
-
-// q8_0RowsVNNI is q8_0Rows to the bit, with VPDPBUSD for the integer dots
-// and four rows a pass (q8_0vnni_amd64.s).
-//
-//go:noescape
-func q8_0RowsVNNI(w *byte, stride, rows int, xq *int8, xd *float32, nb int, y *float32)

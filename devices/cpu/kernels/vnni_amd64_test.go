@@ -11,8 +11,8 @@ import (
 	"hybrid/quant"
 )
 
-// TestVNNIRowsBitIdentical requires the VNNI row kernels (q4_0RowsVNNI,
-// q8_0RowsVNNI) to give their AVX2 kernels' results to the bit: the integer
+// TestVNNIRowsBitIdentical requires the VNNI row kernels (q4_0RowsVNNI) to
+// give their AVX2 kernels' results to the bit: the integer
 // block sums are exact either way and the float adds are the same in the
 // same order, so no tolerance. Row counts cover the four-, two- and one-row
 // passes and their mixes.
@@ -29,7 +29,6 @@ func TestVNNIRowsBitIdentical(t *testing.T) {
 		extremes   []byte // weight bytes that stress the integer sums
 	}{
 		{quant.Q4_0, 18, block32Offset(q4_0Rows), block32Offset(q4_0RowsVNNI), []byte{0x00, 0xff, 0x0f, 0xf0}},
-		{quant.Q8_0, 34, block32(q8_0Rows), block32(q8_0RowsVNNI), []byte{0x80, 0x7f, 0x81, 0x00}},
 	}
 	for _, c := range cases {
 		k := kernelFor[c.typ]

@@ -1,0 +1,65 @@
+#!/bin/bash
+# bench/cuda/capped.sh: a model bigger than the GPU (issue 14). hybrid's auto
+# under a GPU memory cap against llama.cpp's -ngl sweep (its FlashAttention
+# kernels on, op offload on: its best split), side by side in one run on the
+# lent H100: prefill (pp512) and decode (tg128), at 8 and 16 CPU threads,
+# with the GPU memory each process used at its peak (nvidia-smi, every 0.1 s).
+#
+#   here:  mkdir -p .device/c && CGO_ENABLED=1 go build -tags cuda -ldflags="-s -w" -o .device/c/hybrid ./cmd/hybrid
+#          cp bench/cuda/capped.sh .device/c/ && bash ../shared/tools/llamacpp-cuda.sh pack .device/c
+#   there: bash .device/c/llamacpp-cuda.sh build .device/c/lcpp.tgz    # once, ~6 min
+#          bash .device/c/capped.sh [tinyllama|llama7b]...             # default: tinyllama
+#
+# tinyllama: synthetic TinyLlama-1.1B Q4_0 (636 MB) capped at 300 MiB, -ngl
+# 8, 10, 12. llama7b: synthetic Llama-7B Q4_K_M capped at half its file,
+# -ngl 12, 14, 16. hybrid's prefill is planned for its own shape: layers the
+# decode plan leaves on the CPU are multiplied on the GPU with their weights
+# streamed in (planner.MakeStep). Raw output in /tmp/capped and $OUT.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+H=$here/hybrid B=/tmp/lcpp/build/bin
+out=/tmp/capped; mkdir -p $out
+
+# gpumem LOG CMD...: runs CMD, appending its output to LOG, and prints the
+# most GPU memory in use while it ran (MiB, all processes: the GPU is ours).
+gpumem() {
+  local log=$1; shift
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >$out/smi.txt 2>/dev/null & local smi=$!
+  "$@" >>"$log" 2>&1
+  kill $smi 2>/dev/null; wait $smi 2>/dev/null
+  sort -n $out/smi.txt | tail -1
+}
+
+case_() {
+  local name=$1 preset=$2 type=$3 capMiB=$4; shift 4
+  local m=/tmp/$preset-$type.gguf
+  [ -f $m ] || $H synth --preset $preset --type $type -o $m >/dev/null
+  cat $m >/dev/null
+  printf 'name: auto-capped\nmemory:\n  cuda: %dMiB\n' $capMiB >$out/$name.yaml
+  echo "== $name: $(basename $m), GPU capped at $capMiB MiB"
+  $H plan --model $m --policy $out/$name.yaml --tokens 512 2>&1 | grep -E "^note|predicted" | head -6
+  for th in 8 16; do
+    mem=$(gpumem $out/$name.hybrid.t$th.log $H bench --model $m --policies $out/$name.yaml -p 512 -n 128 -r 2 --threads $th)
+    echo "hybrid auto-capped, $th threads (peak GPU memory $mem MiB):"
+    grep -E "auto-capped" $out/$name.hybrid.t$th.log | tail -1
+    for ngl in "$@"; do
+      mem=$(gpumem $out/$name.llama.t$th.ngl$ngl.log $B/llama-bench -m $m -p 512 -n 128 -r 2 -t $th -ngl $ngl -fa 1)
+      echo "llama.cpp -ngl $ngl -fa 1, $th threads (peak GPU memory $mem MiB):"
+      grep -E "pp512|tg128" $out/$name.llama.t$th.ngl$ngl.log
+    done
+  done
+}
+
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(tinyllama)
+for p in "${parts[@]}"; do
+  case $p in
+  tinyllama) case_ tinyllama tinyllama-1.1b Q4_0 300 8 10 12 ;;
+  llama7b)
+    m=/tmp/llama-7b-Q4_K_M.gguf
+    [ -f $m ] || $H synth --preset llama-7b --type Q4_K_M -o $m >/dev/null
+    case_ llama7b llama-7b Q4_K_M $(( $(stat -L -c %s $m) / 2 / 1048576 )) 12 14 16 ;;
+  esac
+done
+[ -n "${OUT:-}" ] && cp -r $out "$OUT/" 2>/dev/null
+exit 0

@@ -1,0 +1,125 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"hybrid/devices"
+	"hybrid/ops"
+	"hybrid/quant"
+	"hybrid/verify"
+)
+
+// TestStreamWeight multiplies with weights streamed into the two slots
+// (growing them, and reusing each) and requires the results bit for bit
+// those of the same weights made resident: the same kernels read the same
+// bytes, copied from pinned pages (a weight of 1 MiB or more) or through the
+// staging buffer. A weight evicted by two later streams is no longer there
+// to run.
+func TestStreamWeight(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	const n = 77 // a prompt's tensor-core tiles
+	type mat struct {
+		res, str *ops.Weight
+		data     []byte
+	}
+	var ms []mat
+	for i, sh := range []struct {
+		typ        quant.Type
+		rows, cols int
+	}{{quant.Q4_0, 512, 256}, {quant.Q4_K, 2048, 1024}, {quant.Q8_0, 1024, 2048}} {
+		data, _ := quantized(t, r, sh.typ, sh.rows, sh.cols)
+		ms = append(ms, mat{
+			res:  &ops.Weight{Name: fmt.Sprintf("res%d", i), Type: sh.typ, Rows: sh.rows, Cols: sh.cols},
+			str:  &ops.Weight{Name: fmt.Sprintf("str%d", i), Type: sh.typ, Rows: sh.rows, Cols: sh.cols},
+			data: data,
+		})
+	}
+	run := func(w *ops.Weight, x []float32) ([]float32, error) {
+		in, err := g.Alloc(len(x))
+		if err != nil {
+			return nil, err
+		}
+		defer g.Free(in)
+		out, err := g.Alloc(n * w.Rows)
+		if err != nil {
+			return nil, err
+		}
+		defer g.Free(out)
+		if err := g.Write(in, x); err != nil {
+			return nil, err
+		}
+		op := &ops.Op{Kind: ops.MatMul, Name: "mm." + w.Name, Weight: w}
+		if err := g.Run(op, ops.Step{Tokens: make([]int32, n)}, []devices.Buffer{in}, out); err != nil {
+			return nil, err
+		}
+		y := make([]float32, n*w.Rows)
+		return y, g.Read(y, out)
+	}
+	check := func(m mat) {
+		t.Helper()
+		x := verify.RandVec(r, n*m.res.Cols)
+		want, err := run(m.res, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := run(m.str, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: element %d streamed %g, resident %g", m.str.Name, i, got[i], want[i])
+			}
+		}
+	}
+	for _, m := range ms {
+		if err := g.LoadWeight(m.res, m.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	used := g.MemoryUsed()
+	stream := func(m mat) {
+		t.Helper()
+		if err := g.StreamWeight(m.str, m.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream(ms[0])
+	check(ms[0])
+	stream(ms[1]) // the other slot
+	stream(ms[2]) // slot 0 again, grown: ms[0] is gone
+	check(ms[1])
+	check(ms[2])
+	if _, err := run(ms[0].str, verify.RandVec(r, n*ms[0].str.Cols)); err == nil || !strings.Contains(err.Error(), "not loaded") {
+		t.Fatalf("running with an evicted streamed weight: %v", err)
+	}
+	stream(ms[0]) // slot 1, which holds ms[1]
+	check(ms[0])
+	check(ms[2])
+	// Streaming a resident weight changes nothing: both slots keep theirs.
+	if err := g.StreamWeight(ms[1].res, ms[1].data); err != nil {
+		t.Fatal(err)
+	}
+	check(ms[0])
+	check(ms[2])
+	// The Q4_K weight (1.2 MB) is copied from its pinned pages, the Q4_0
+	// one (74 KB) through the staging buffer.
+	var pinned pinnedRange
+	if err := g.do(func() error { pinned = g.slots2.pinned[ms[1].str.Name]; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if pinned.n == 0 || pinned.n > len(ms[1].data) {
+		t.Errorf("%s: %d of its %d bytes pinned", ms[1].str.Name, pinned.n, len(ms[1].data))
+	}
+	slots := g.MemoryUsed() - used
+	if max2 := 2 * int64(len(ms[2].data)+16); slots > max2 {
+		t.Errorf("the slots hold %d bytes, more than two of the largest weight (%d)", slots, max2)
+	}
+}
