@@ -71,13 +71,26 @@ func (c *kvCache) from(base int) *kvCache {
 	return &kvCache{k: c.k[base*c.dim:], v: c.v[base*c.dim:], dim: c.dim}
 }
 
+// appendF16 writes a step's keys or values (rows of dim) into the f16
+// cache: a prompt's, a few MB a layer for a 7B model, over the pool.
+func (d *Device) appendF16(dst []uint16, src []float32, dim int) {
+	rows := len(src) / dim
+	if rows < 16 {
+		kernels.ToF16(dst, src)
+		return
+	}
+	d.pool.Run(rows, func(lo, hi int) {
+		kernels.ToF16(dst[lo*dim:hi*dim], src[lo*dim:hi*dim])
+	})
+}
+
 // attend is attention for the tokens of st, at positions st.Pos.. of the
 // sequence whose cells c starts at.
 func (d *Device) attend(a ops.AttnParams, st ops.Step, c *kvCache, q, k, v, out []float32) {
 	n := len(st.Tokens)
 	dim, hd := c.dim, a.HeadDim
-	kernels.ToF16(c.k[st.Pos*dim:(st.Pos+n)*dim], k[:n*dim])
-	kernels.ToF16(c.v[st.Pos*dim:(st.Pos+n)*dim], v[:n*dim])
+	d.appendF16(c.k[st.Pos*dim:(st.Pos+n)*dim], k[:n*dim], dim)
+	d.appendF16(c.v[st.Pos*dim:(st.Pos+n)*dim], v[:n*dim], dim)
 	group := a.Heads / a.KVHeads
 	qw := a.Heads * hd
 	scale := 1 / float32(math.Sqrt(float64(hd))) // 1.0f/sqrtf(head_dim), as llama.cpp

@@ -11,8 +11,11 @@ import (
 // llama.cpp's rounding: every result is rounded to nearest-even binary16, as
 // its flash-attention kernel rounds its f16 accumulator after each step.
 
-// ToF16 converts src to binary16 in dst[:len(src)].
-func ToF16(dst []uint16, src []float32) {
+// ToF16 converts src to binary16 in dst[:len(src)], rounding to nearest
+// even (a NaN stays a NaN, its payload not kept).
+func ToF16(dst []uint16, src []float32) { toF16(dst[:len(src)], src) }
+
+func toF16Go(dst []uint16, src []float32) {
 	_ = dst[:len(src)]
 	for i, v := range src {
 		dst[i] = quant.F32ToF16(v)
@@ -31,6 +34,7 @@ func MadF16(y, x []uint16, v float32) { madF16(y, x, v) }
 func ScaleF16(y []uint16, v float32) { scaleF16(y, v) }
 
 var (
+	toF16    = toF16Go
 	dotF16v  = dotF16vGo
 	madF16   = madF16Go
 	scaleF16 = scaleF16Go

@@ -39,3 +39,21 @@ scale8:
 	JNZ       scale8
 	VZEROUPPER
 	RET
+
+// func toF16AVX2(dst *uint16, src *float32, n int)
+// n a multiple of 8. VCVTPS2PH with immediate 0 rounds to nearest even, as
+// quant.F32ToF16 does; only a NaN's payload may differ (both stay NaN).
+TEXT ·toF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+to8:
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0, Y0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	SUBQ      $8, CX
+	JNZ       to8
+	VZEROUPPER
+	RET

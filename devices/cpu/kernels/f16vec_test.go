@@ -58,3 +58,31 @@ func TestF16VectorOpsMatchDefinition(t *testing.T) {
 		}
 	}
 }
+
+// TestToF16AllRanges converts float32 bit patterns spread over every
+// exponent (a stride through all 2^32, plus the rounding edges: halfway
+// cases, the largest finite half and what rounds past it, half subnormals)
+// and requires quant.F32ToF16's result, a NaN only as some NaN.
+func TestToF16AllRanges(t *testing.T) {
+	var src []float32
+	for b := uint64(0); b < 1<<32; b += 4093 {
+		src = append(src, math.Float32frombits(uint32(b)))
+	}
+	for _, f := range []float32{0, 65504, 65519.99, 65520, 65536, 6.1035156e-05, 5.9604645e-08, 2.9802322e-08, 2.9802326e-08, 1 + 1.0/2048, 1 + 3.0/2048, float32(math.Inf(1))} {
+		src = append(src, f, -f)
+	}
+	dst := make([]uint16, len(src)+3)
+	ToF16(dst[:len(src)], src)
+	for i, f := range src {
+		want := quant.F32ToF16(f)
+		if f != f {
+			if dst[i]&0x7c00 != 0x7c00 || dst[i]&0x3ff == 0 {
+				t.Fatalf("%#08x (NaN) -> %#04x, not a NaN", math.Float32bits(f), dst[i])
+			}
+			continue
+		}
+		if dst[i] != want {
+			t.Fatalf("%g (%#08x) -> %#04x, want %#04x", f, math.Float32bits(f), dst[i], want)
+		}
+	}
+}

@@ -127,9 +127,19 @@ func madF16AVX2(y, x *uint16, v float32, n int)
 //go:noescape
 func scaleF16AVX2(y *uint16, v float32, n int)
 
+//go:noescape
+func toF16AVX2(dst *uint16, src *float32, n int)
+
 func init() {
 	if !hasAVX2 {
 		return
+	}
+	toF16 = func(dst []uint16, src []float32) {
+		n := len(src) &^ 7
+		if n > 0 {
+			toF16AVX2(&dst[0], &src[0], n)
+		}
+		toF16Go(dst[n:], src[n:])
 	}
 	dotF16v = func(k []uint16, x []float32) float32 {
 		if len(k) == 0 {
