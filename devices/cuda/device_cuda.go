@@ -360,38 +360,61 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 }
 
 // hostWeight checks a weight's bytes and returns its record (without a
-// device pointer) and the bytes to upload: a single row (a norm's) as f32,
-// float rows padded to 16-byte strides.
+// device pointer) and the bytes to upload (hostBytes).
 func hostWeight(w *ops.Weight, data []byte) (*weight, []byte, error) {
+	res, rb, err := weightLayout(w, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	up, err := hostBytes(res, rb, data)
+	return res, up, err
+}
+
+// weightLayout checks a weight's bytes and returns its record (without a
+// device pointer) and its rows' bytes in the file: a single row (a norm's)
+// is held as f32, and rows of other lengths than whole 16-byte vectors are
+// given such a stride on the device.
+func weightLayout(w *ops.Weight, data []byte) (*weight, int, error) {
 	rb, err := quant.RowBytes(w.Type, w.Cols)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cuda: weight %s: %w", w.Name, err)
+		return nil, 0, fmt.Errorf("cuda: weight %s: %w", w.Name, err)
 	}
 	if int64(len(data)) != int64(rb)*int64(w.Rows) {
-		return nil, nil, fmt.Errorf("cuda: weight %s: %d bytes, want %d for %d×%d %s", w.Name, len(data), rb*w.Rows, w.Rows, w.Cols, w.Type)
+		return nil, 0, fmt.Errorf("cuda: weight %s: %d bytes, want %d for %d×%d %s", w.Name, len(data), rb*w.Rows, w.Rows, w.Cols, w.Type)
 	}
 	if _, ok := typeNames[w.Type]; !ok {
-		return nil, nil, fmt.Errorf("cuda: weight %s: type %s %w", w.Name, w.Type, devices.ErrUnsupported)
+		return nil, 0, fmt.Errorf("cuda: weight %s: type %s %w", w.Name, w.Type, devices.ErrUnsupported)
 	}
 	res := &weight{w: *w, typ: w.Type, rowBytes: rb}
 	if w.Rows == 1 {
-		f := make([]float32, w.Cols)
-		if err := quant.Dequantize(w.Type, data, f); err != nil {
-			return nil, nil, fmt.Errorf("cuda: weight %s: %w", w.Name, err)
-		}
-		data = unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
 		res.typ, res.rowBytes = quant.F32, 4*w.Cols
-	}
-	if pad := (res.rowBytes + 15) &^ 15; w.Rows > 1 && pad != res.rowBytes {
+	} else {
 		// The kernels read float rows in 16-byte vectors: give each row a
 		// stride of whole vectors (F16 or BF16 rows of 4 mod 8 elements).
-		p := make([]byte, pad*w.Rows)
-		for r := range w.Rows {
-			copy(p[r*pad:], data[r*res.rowBytes:(r+1)*res.rowBytes])
-		}
-		data, res.rowBytes = p, pad
+		res.rowBytes = (rb + 15) &^ 15
 	}
-	return res, data, nil
+	return res, rb, nil
+}
+
+// hostBytes is the bytes of a weight as the device holds them (res's
+// layout), from data, its rows rb bytes each in the file.
+func hostBytes(res *weight, rb int, data []byte) ([]byte, error) {
+	w := &res.w
+	if w.Rows == 1 {
+		f := make([]float32, w.Cols)
+		if err := quant.Dequantize(w.Type, data, f); err != nil {
+			return nil, fmt.Errorf("cuda: weight %s: %w", w.Name, err)
+		}
+		return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f)), nil
+	}
+	if res.rowBytes == rb {
+		return data, nil
+	}
+	p := make([]byte, res.rowBytes*w.Rows)
+	for r := range w.Rows {
+		copy(p[r*res.rowBytes:], data[r*rb:(r+1)*rb])
+	}
+	return p, nil
 }
 
 // uploadChunk is how much of a weight goes through the pinned staging

@@ -35,6 +35,18 @@ static CUresult hy_enable_peer(CUcontext peer) {
 static CUresult hy_max_shared(CUfunction f, int n) { return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, n); }
 static CUresult hy_host_register(void *p, size_t n) { return cuMemHostRegister(p, n, CU_MEMHOSTREGISTER_READ_ONLY); }
 static CUresult hy_host_unregister(void *p) { return cuMemHostUnregister(p); }
+static CUresult hy_htod_2d(CUdeviceptr dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height) {
+	CUDA_MEMCPY2D c = {0};
+	c.srcMemoryType = CU_MEMORYTYPE_HOST;
+	c.srcHost = src;
+	c.srcPitch = spitch;
+	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.dstDevice = dst;
+	c.dstPitch = dpitch;
+	c.WidthInBytes = width;
+	c.Height = height;
+	return cuMemcpy2D(&c);
+}
 static CUresult hy_memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n) {
 	return cuMemcpyPeer(dst, dctx, src, sctx, n);
 }
@@ -165,6 +177,12 @@ func hostRegister(p unsafe.Pointer, n int64) error {
 
 func hostUnregister(p unsafe.Pointer) error {
 	return cuErr("cuMemHostUnregister", C.hy_host_unregister(p))
+}
+
+// memcpyHtoD2D copies rows of width bytes, spitch apart at host src, to
+// dpitch apart at device dst (synchronously, ordered after earlier work).
+func memcpyHtoD2D(dst dptr, dpitch int, src unsafe.Pointer, spitch, width, rows int) error {
+	return cuErr("cuMemcpy2D", C.hy_htod_2d(C.CUdeviceptr(dst), C.size_t(dpitch), src, C.size_t(spitch), C.size_t(width), C.size_t(rows)))
 }
 
 func memcpyDtoH(dst unsafe.Pointer, src dptr, n int64) error {

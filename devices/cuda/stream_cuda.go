@@ -45,15 +45,21 @@ const minPinned = 1 << 20
 // as such and the weight goes through the staging buffer.
 func (d *Device) pin(name string, data []byte) pinnedRange {
 	s := &d.slots2
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
 	if r, ok := s.pinned[name]; ok {
-		return r
+		if r.n == 0 || uintptr(r.p) == start+uintptr(r.off) {
+			return r
+		}
+		// Other bytes under the same name: pinned afresh.
+		if err := hostUnregister(r.p); err != nil {
+			return pinnedRange{}
+		}
 	}
 	if s.pinned == nil {
 		s.pinned = map[string]pinnedRange{}
 	}
 	var r pinnedRange
 	page := uintptr(os.Getpagesize())
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
 	lo, hi := (start+page-1)&^(page-1), (start+uintptr(len(data)))&^(page-1)
 	if len(data) >= minPinned && hi > lo {
 		p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(data)), lo-start)
@@ -94,15 +100,17 @@ func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 	if ok && !cur.streamed {
 		return nil
 	}
-	res, up, err := hostWeight(w, data)
+	res, rb, err := weightLayout(w, data)
 	if err != nil {
 		return err
 	}
-	// The caller's bytes themselves (a mapped file's), not a converted copy,
-	// may be pinned.
-	same := len(up) == len(data) && unsafe.SliceData(up) == unsafe.SliceData(data)
-	data = up
 	res.streamed = true
+	var up []byte // a norm's row, as f32
+	if w.Rows == 1 {
+		if up, err = hostBytes(res, rb, data); err != nil {
+			return err
+		}
+	}
 	return d.do(func() error {
 		s := &d.slots2
 		k := s.next
@@ -117,7 +125,7 @@ func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 		}
 		s.name[k] = ""
 		d.wmu.Unlock()
-		if need := int64(len(data)) + 16; s.size[k] < need {
+		if need := int64(res.rowBytes*w.Rows) + 16; s.size[k] < need {
 			if s.ptr[k] != 0 {
 				if err := d.release(s.ptr[k]); err != nil {
 					return err
@@ -130,7 +138,11 @@ func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 			}
 			s.ptr[k], s.size[k] = p, need
 		}
-		if err := d.streamUpload(w.Name, s.ptr[k], data, same); err != nil {
+		err := d.streamRows(w.Name, s.ptr[k], data, w.Rows, rb, res.rowBytes)
+		if up != nil {
+			err = d.upload(s.ptr[k], up)
+		}
+		if err != nil {
 			return fmt.Errorf("cuda: streaming weight %s: %w", w.Name, err)
 		}
 		res.ptr = s.ptr[k]
@@ -142,23 +154,57 @@ func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 	})
 }
 
-// streamUpload copies a weight's bytes to p (device thread only): the part
-// pin registers straight from it, at the link's rate, the rest through the
-// staging buffer. own says data is the caller's own bytes, which may be
-// pinned.
-func (d *Device) streamUpload(name string, p dptr, data []byte, own bool) error {
-	var r pinnedRange
-	if own {
-		r = d.pin(name, data)
+// streamRows copies a weight's rows, rb bytes each at data, to p with a
+// stride of pitch bytes (device thread only): the rows inside the pages pin
+// registers straight from there, at the link's rate, the others through
+// the staging buffer.
+func (d *Device) streamRows(name string, p dptr, data []byte, rows, rb, pitch int) error {
+	r := d.pin(name, data)
+	lo, hi := 0, 0 // the rows wholly inside the pinned pages
+	if r.n > 0 {
+		lo, hi = (r.off+rb-1)/rb, (r.off+r.n)/rb
 	}
-	if r.n == 0 {
+	if hi <= lo {
+		return d.uploadPadded(p, data, rows, rb, pitch)
+	}
+	if err := d.uploadPadded(p, data[:lo*rb], lo, rb, pitch); err != nil {
+		return err
+	}
+	src := unsafe.Pointer(&data[lo*rb])
+	var err error
+	if pitch == rb {
+		err = memcpyHtoD(p+dptr(lo*pitch), src, int64((hi-lo)*rb))
+	} else {
+		err = memcpyHtoD2D(p+dptr(lo*pitch), pitch, src, rb, rb, hi-lo)
+	}
+	if err != nil {
+		return err
+	}
+	return d.uploadPadded(p+dptr(hi*pitch), data[hi*rb:], rows-hi, rb, pitch)
+}
+
+// uploadPadded is upload of rows of rb bytes into a stride of pitch, through
+// the staging buffer, the bytes past each row zero.
+func (d *Device) uploadPadded(p dptr, data []byte, rows, rb, pitch int) error {
+	if pitch == rb {
 		return d.upload(p, data)
 	}
-	if err := d.upload(p, data[:r.off]); err != nil {
-		return err
+	per := max(1, uploadChunk/pitch)
+	for r0 := 0; r0 < rows; r0 += per {
+		n := min(per, rows-r0)
+		s, err := d.staging(n * pitch)
+		if err != nil {
+			return err
+		}
+		for r := range n {
+			if err := copyGuarded(s[r*pitch:r*pitch+rb], data[(r0+r)*rb:(r0+r+1)*rb]); err != nil {
+				return err
+			}
+			clear(s[r*pitch+rb : (r+1)*pitch])
+		}
+		if err := memcpyHtoD(p+dptr(r0*pitch), d.stage, int64(n*pitch)); err != nil {
+			return err
+		}
 	}
-	if err := memcpyHtoD(p+dptr(r.off), r.p, int64(r.n)); err != nil {
-		return err
-	}
-	return d.upload(p+dptr(r.off+r.n), data[r.off+r.n:])
+	return nil
 }

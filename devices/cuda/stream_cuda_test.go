@@ -33,7 +33,7 @@ func TestStreamWeight(t *testing.T) {
 	for i, sh := range []struct {
 		typ        quant.Type
 		rows, cols int
-	}{{quant.Q4_0, 512, 256}, {quant.Q4_K, 2048, 1024}, {quant.Q8_0, 1024, 2048}} {
+	}{{quant.Q4_0, 512, 256}, {quant.Q4_K, 2048, 1024}, {quant.Q8_0, 1024, 2048}, {quant.Q6_K, 512, 11008}} {
 		data, _ := quantized(t, r, sh.typ, sh.rows, sh.cols)
 		ms = append(ms, mat{
 			res:  &ops.Weight{Name: fmt.Sprintf("res%d", i), Type: sh.typ, Rows: sh.rows, Cols: sh.cols},
@@ -118,8 +118,19 @@ func TestStreamWeight(t *testing.T) {
 	if pinned.n == 0 || pinned.n > len(ms[1].data) {
 		t.Errorf("%s: %d of its %d bytes pinned", ms[1].str.Name, pinned.n, len(ms[1].data))
 	}
+	// Q6_K rows of 11008 columns (9030 bytes) take a 9040-byte stride on
+	// the device: copied row by row from the pinned pages (cuMemcpy2D).
+	stream(ms[3])
+	check(ms[3])
+	check(ms[0])
+	if err := g.do(func() error { pinned = g.slots2.pinned[ms[3].str.Name]; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if pinned.n == 0 {
+		t.Errorf("%s: nothing pinned", ms[3].str.Name)
+	}
 	slots := g.MemoryUsed() - used
-	if max2 := 2 * int64(len(ms[2].data)+16); slots > max2 {
+	if max2 := 2 * int64(512*9040+16); slots > max2 {
 		t.Errorf("the slots hold %d bytes, more than two of the largest weight (%d)", slots, max2)
 	}
 }
