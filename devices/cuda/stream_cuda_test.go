@@ -129,8 +129,14 @@ func TestStreamWeight(t *testing.T) {
 	if pinned.n == 0 {
 		t.Errorf("%s: nothing pinned", ms[3].str.Name)
 	}
-	slots := g.MemoryUsed() - used
+	var slots int64
+	if err := g.do(func() error { slots = g.slots2.size[0] + g.slots2.size[1]; return nil }); err != nil {
+		t.Fatal(err)
+	}
 	if max2 := 2 * int64(512*9040+16); slots > max2 {
 		t.Errorf("the slots hold %d bytes, more than two of the largest weight (%d)", slots, max2)
+	}
+	if g.MemoryUsed() < used+slots {
+		t.Errorf("memory in use %d does not count the slots' %d bytes", g.MemoryUsed()-used, slots)
 	}
 }
