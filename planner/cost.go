@@ -42,10 +42,7 @@ func (c *Costs) For(cands []Candidate) *Costs {
 // Default roofline rates by device kind, used only where nothing better is
 // known. The CPU's are this project's 2-core CI machine measured with
 // `go test -bench MatVecCold ./devices/cpu/kernels` (about 20 GB/s of
-// quantized weights through the kernels) and a conservative 50 GFLOP/s for
-// its two threads, scaled by the threads of a larger host (a prompt's
-// attention tiles reach about 85 GFLOP/s on one of its cores,
-// BenchmarkAttnTile); its
+// quantized weights through the kernels) and a conservative 50 GFLOP/s; its
 // fixed cost per op grows with the worker threads that must meet
 // (cpuLaunchPerThread).
 // The GPU kinds' are conservative: what hybrid's own CUDA kernels reached on an
@@ -85,13 +82,7 @@ func (c *Costs) OpTime(d devices.Info, op *ops.Op, tokens int) (time.Duration, s
 		r = defaultRates["cpu"]
 	}
 	bytes := float64(op.Cost.BytesRead + op.Cost.BytesWritten)
-	flops := r.flopsPerSec
-	if d.Kind == "cpu" && d.Threads > 2 {
-		// Compute grows with the cores (the rate is of two); memory
-		// bandwidth, shared, is left as it is.
-		flops *= float64(d.Threads) / 2
-	}
-	sec := max(bytes/r.bytesPerSec, float64(op.Cost.FLOPs)/flops)
+	sec := max(bytes/r.bytesPerSec, float64(op.Cost.FLOPs)/r.flopsPerSec)
 	launch := r.launch
 	if d.Kind == "cpu" {
 		launch += time.Duration(d.Threads) * cpuLaunchPerThread
