@@ -130,3 +130,21 @@ func TestProfileFeedsThePlanner(t *testing.T) {
 		t.Fatal("no predicted time")
 	}
 }
+
+// TestRunPrintsBothSteps: a run over several devices prints, for the
+// prompt's prefill and for the decode steps, the predicted time of a step
+// of its own plan next to the measured one.
+func TestRunPrintsBothSteps(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := []string{"run", "--temp", "0", "-n", "4", "--threads", "1", "--policy", "cpu-split", "--cpus", "2",
+		"--prompt", strings.Repeat("Lily and Tom went to the park. ", 6)}
+	if code := Main(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stderr.String()
+	for _, want := range []string{"prefill: 74 tokens in 1 step(s); the plan of a 74-token step predicts ", "decode: the plan predicts ", " ms over 3 tokens"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}

@@ -109,6 +109,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "\n%s, policy %s on %s: load %.0f ms · prompt %d tokens at %.1f tok/s · generated %d tokens at %.1f tok/s (%s)\n",
 			m.Path, sess.Policy.Name, ex.DeviceList(), loadMs, len(res.PromptTokens), t.PrefillTokS, len(res.Tokens), t.DecodeTokS, res.StopReason)
 		if len(ex.Devices()) > 1 || *transfers != "boundary" {
+			printStepSummary(stderr, sess, res)
 			printRunSummary(stderr, sess)
 		}
 		return nil

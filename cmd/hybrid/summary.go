@@ -36,6 +36,36 @@ func printRunSummary(w io.Writer, s *runtime.Session) {
 	fmt.Fprintln(w, t.Render())
 }
 
+// printStepSummary prints, for the prompt's prefill and for the decode
+// steps, the plan's predicted time of one step next to the measured one:
+// each is planned for its own shape (a prefill may stream weights).
+func printStepSummary(w io.Writer, s *runtime.Session, res *runtime.Result) {
+	wall := ""
+	for _, d := range s.Exec.Devices() {
+		if d.Info().Simulated {
+			wall = " (wall time on this host: simulated devices compute on its CPU)"
+		}
+	}
+	n := len(res.PromptTokens)
+	if n > 1 {
+		first := min(n, runtime.MaxBatch)
+		steps := (n + runtime.MaxBatch - 1) / runtime.MaxBatch
+		line := fmt.Sprintf("prefill: %d tokens in %d step(s)", n, steps)
+		if p, err := s.PlanFor(first); err == nil {
+			line += fmt.Sprintf("; the plan of a %d-token step predicts %.3f ms", first, float64(p.Predicted)/1e6)
+		}
+		line += fmt.Sprintf(", measured %.3f ms a step%s", res.Timings.PrefillMs/float64(steps), wall)
+		if st := s.Exec.Stats.Streams; st.Count > 0 {
+			line += fmt.Sprintf("; %d weights streamed in (%.1f MiB, %.3f ms)", st.Count, float64(st.Bytes)/(1<<20), float64(st.Time)/1e6)
+		}
+		fmt.Fprintln(w, line)
+	}
+	if d := res.Timings.DecodedTokens; d > 0 {
+		fmt.Fprintf(w, "decode: the plan predicts %.3f ms a token, measured %.3f ms over %d tokens%s\n",
+			float64(s.Plan.Predicted)/1e6, res.Timings.DecodeMs/float64(d), d, wall)
+	}
+}
+
 func sumTransfers(s *runtime.Session) time.Duration {
 	var d time.Duration
 	for _, t := range s.Plan.Transfers {
