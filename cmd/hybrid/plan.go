@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"hybrid/planner"
@@ -67,5 +69,43 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	return p.Render(stdout, *format)
+	if err := p.Render(stdout, *format); err != nil {
+		return err
+	}
+	if *tokens == 1 && *batch == 1 && (*format == "table" || *format == "markdown") {
+		// The other step: a prompt is planned for its own shape.
+		n := min(runtime.MaxBatch, c)
+		pp, err := sess.PlanFor(n)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "prefill step of %d tokens (its own plan: --tokens %d): predicted %.3f ms; ops %s", n, n, float64(pp.Predicted)/1e6, placementStr(pp.Placement()))
+		var count int
+		var bytes int64
+		for i, from := range pp.Streamed {
+			if from != "" {
+				count++
+				bytes += pp.Graph.Ops[i].Weight.Bytes()
+			}
+		}
+		if count > 0 {
+			fmt.Fprintf(stdout, "; %d weights (%.1f MiB) streamed in", count, float64(bytes)/(1<<20))
+		}
+		fmt.Fprintln(stdout)
+	}
+	return nil
+}
+
+// placementStr lists a placement's op counts by device name.
+func placementStr(pl map[string]int) string {
+	names := make([]string, 0, len(pl))
+	for d := range pl {
+		names = append(names, d)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, d := range names {
+		parts[i] = fmt.Sprintf("%s %d", d, pl[d])
+	}
+	return strings.Join(parts, ", ")
 }

@@ -148,3 +148,22 @@ func TestRunPrintsBothSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanShowsBothSteps: `hybrid plan` prints the decode step's plan and a
+// line for a prompt's step, planned for its own shape; machine formats get
+// the one plan asked for.
+func TestPlanShowsBothSteps(t *testing.T) {
+	for _, c := range []struct {
+		format string
+		want   bool
+	}{{"table", true}, {"markdown", true}, {"json", false}, {"csv", false}} {
+		var stdout, stderr bytes.Buffer
+		if code := Main([]string{"plan", "--format", c.format, "--threads", "1"}, &stdout, &stderr); code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.format, code, stderr.String())
+		}
+		got := strings.Contains(stdout.String(), "prefill step of 512 tokens (its own plan: --tokens 512): predicted ")
+		if got != c.want {
+			t.Errorf("%s: prefill line %v, want %v:\n%s", c.format, got, c.want, stdout.String())
+		}
+	}
+}
