@@ -54,7 +54,7 @@ func Make(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs) (*Plan, error)
 		return mem
 	}
 	// Room for streamed weights is kept where a plan still fits with it.
-	reserved, notes := reserveStreaming(p, cands, pol, caps)
+	reserved, notes := reserveStreaming(p, cands, pol, c, caps)
 	assign, err := solveWithin(prob, reserved, memory, p.Devices)
 	if notes != nil && errors.Is(err, errNoFit) {
 		assign, err = solveWithin(prob, caps, memory, p.Devices)

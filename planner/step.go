@@ -151,15 +151,47 @@ func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Pl
 	return p, nil
 }
 
+// promptTokens is the longest step a prompt is run in (runtime.MaxBatch):
+// the size whose plan decides whether room for streaming is worth keeping.
+const promptTokens = 512
+
+// streamingPays says whether a prompt's step of promptTokens would run op
+// on device j, its weight streamed in from another candidate, faster than
+// on that candidate: op's work scaled from its graph's tokens, the copy of
+// its weight at the link's cost.
+func streamingPays(p *Plan, c *Costs, op *ops.Op, j int) bool {
+	scale := float64(promptTokens) / float64(max(p.Graph.Tokens, 1))
+	w := op.Weight.Bytes()
+	big := *op
+	big.Cost = ops.Cost{
+		FLOPs:        int64(float64(op.Cost.FLOPs) * scale),
+		BytesRead:    w + int64(float64(max(op.Cost.BytesRead-w, 0))*scale),
+		BytesWritten: int64(float64(op.Cost.BytesWritten) * scale),
+	}
+	d := p.Devices[j]
+	here, _ := c.OpTime(d, &big, promptTokens)
+	for k, h := range p.Devices {
+		if k == j {
+			continue
+		}
+		there, _ := c.OpTime(h, &big, promptTokens)
+		if here+p.copyTime(c, h.Name, d.Name, w) < there {
+			return true
+		}
+	}
+	return false
+}
+
 // reserveStreaming keeps room on each capped device that can stream
 // weights for two of the largest weights of the model's blocks, when the
 // model does not fit under the cap anyway: the decode plan then leaves
 // some layers elsewhere, and a prefill (MakeStep) can stream their weights
 // in. The output head and the embedding are not reserved for: the head is
 // the most valuable weight to keep resident, and a table lookup is never
-// worth streaming. A reserve above half the cap is not made. It returns
+// worth streaming. No room is kept where streaming would not pay for a
+// prompt (streamingPays: a slow link), nor above half the cap. It returns
 // the caps less the reserves, and a note for each.
-func reserveStreaming(p *Plan, cands []Candidate, pol *Policy, caps []int64) ([]int64, []string) {
+func reserveStreaming(p *Plan, cands []Candidate, pol *Policy, c *Costs, caps []int64) ([]int64, []string) {
 	g := p.Graph
 	caps = slices.Clone(caps)
 	var notes []string
@@ -175,13 +207,17 @@ func reserveStreaming(p *Plan, cands []Candidate, pol *Policy, caps []int64) ([]
 		if mem[cd.Info.Name] <= caps[j] {
 			continue // the whole model fits: nothing will be streamed
 		}
-		var largest int64
+		var largest *ops.Op
 		for _, op := range g.Ops {
-			if op.Weight != nil && op.Layer >= 0 && slices.Contains(pol.Candidates(op, p.Devices), cd.Info.Name) {
-				largest = max(largest, op.Weight.Bytes())
+			if op.Weight != nil && op.Layer >= 0 && slices.Contains(pol.Candidates(op, p.Devices), cd.Info.Name) &&
+				(largest == nil || op.Weight.Bytes() > largest.Weight.Bytes()) {
+				largest = op
 			}
 		}
-		if r := 2 * largest; r > 0 && r <= caps[j]/2 {
+		if largest == nil || !streamingPays(p, c, largest, j) {
+			continue
+		}
+		if r := 2 * largest.Weight.Bytes(); r <= caps[j]/2 {
 			caps[j] -= r
 			notes = append(notes, fmt.Sprintf("%s keeps %s of its cap free for two streamed weights: a prompt multiplies there with weights of the layers it does not hold", describe(cd.Info), bytesStr(r)))
 		}

@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,6 +89,11 @@ func TestStepStreamsWhenItPays(t *testing.T) {
 			}
 			if pl := decode.Placement(); pl["gpu"] == 0 || pl["host"] == 0 {
 				t.Fatalf("the decode plan does not split: %v", pl)
+			}
+			// Room for streamed weights is kept where streaming pays.
+			reserved := slices.ContainsFunc(decode.Notes, func(n string) bool { return strings.Contains(n, "free for two streamed weights") })
+			if reserved != (c.link > 1e9) {
+				t.Errorf("room kept for streaming: %v over a link of %g B/s (notes %q)", reserved, c.link, decode.Notes)
 			}
 			step, err := MakeStep(c.g, cands, pol, &Costs{}, decode)
 			if err != nil {
