@@ -7,6 +7,7 @@ package planner
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"hybrid/devices"
@@ -125,6 +126,28 @@ func (p *Plan) Placement() map[string]int {
 		m[d]++
 	}
 	return m
+}
+
+// PlacementText is Placement as one line: "cpu 162, cuda:0 171".
+func (p *Plan) PlacementText() string {
+	var parts []string
+	for name, n := range p.Placement() {
+		parts = append(parts, fmt.Sprintf("%s %d", name, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// StreamedWeights counts the weights a step streams in (Streamed) and
+// their bytes.
+func (p *Plan) StreamedWeights() (n int, bytes int64) {
+	for i, from := range p.Streamed {
+		if from != "" {
+			n++
+			bytes += p.Graph.Ops[i].Weight.Bytes()
+		}
+	}
+	return n, bytes
 }
 
 // ByName returns the plan's devices keyed by op name, so that the placement

@@ -117,19 +117,14 @@ func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Pl
 	}
 	p.finish(c)
 	// The decode plan's resident memory stays; streaming adds its two slots.
-	stream := map[string]int64{}
-	var count int
-	var total int64
+	stream := map[string]int64{} // per device: its largest streamed weight
 	var streamTime time.Duration
 	for i, src := range p.Streamed {
-		if src == "" {
-			continue
+		if src != "" {
+			b := g.Ops[i].Weight.Bytes()
+			stream[p.Device[i]] = max(stream[p.Device[i]], b)
+			streamTime += p.copyTime(c, src, p.Device[i], b)
 		}
-		b := g.Ops[i].Weight.Bytes()
-		stream[p.Device[i]] = max(stream[p.Device[i]], b)
-		count++
-		total += b
-		streamTime += p.copyTime(c, src, p.Device[i], b)
 	}
 	mem := map[string]int64{}
 	for d, b := range p.Memory {
@@ -142,7 +137,7 @@ func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Pl
 		mem[d] += 2 * b
 	}
 	p.Memory, p.Resident = mem, maps.Clone(decode.Resident)
-	if count > 0 {
+	if count, total := p.StreamedWeights(); count > 0 {
 		p.Notes = append(p.Notes, fmt.Sprintf("%d weights (%s) are streamed in for each %d-token step, %s of its predicted time; they stay resident where the decode plan keeps them", count, bytesStr(total), g.Tokens, streamTime.Round(time.Microsecond)))
 	}
 	for _, d := range sortedNames(tooBig) {

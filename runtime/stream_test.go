@@ -60,14 +60,7 @@ func TestPrefillStreamsWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var planned int
-	var bytes int64
-	for i, from := range step.Streamed {
-		if from != "" {
-			planned++
-			bytes += step.Graph.Ops[i].Weight.Bytes()
-		}
-	}
+	planned, bytes := step.StreamedWeights()
 	if planned == 0 {
 		t.Fatalf("the %d-token prefill streams no weight: %v", n, step.Placement())
 	}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"sort"
-	"strings"
 
 	"hybrid/models/builtin"
 	"hybrid/quant"
@@ -150,7 +148,7 @@ func Generation(path string, policies []string, o GenOptions) ([]Result, error) 
 			continue
 		}
 		same, worst, div, err := Follow(s.Exec, ref, tie)
-		placement := placementText(s.Plan.Placement())
+		placement := s.Plan.PlacementText()
 		s.Close()
 		r.Err = worst
 		switch {
@@ -178,13 +176,4 @@ func quantized(types map[string]quant.Type) bool {
 		}
 	}
 	return false
-}
-
-func placementText(p map[string]int) string {
-	var parts []string
-	for name, n := range p {
-		parts = append(parts, fmt.Sprintf("%s %d", name, n))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"hybrid/planner"
@@ -79,33 +78,11 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "prefill step of %d tokens (its own plan: --tokens %d): predicted %.3f ms; ops %s", n, n, float64(pp.Predicted)/1e6, placementStr(pp.Placement()))
-		var count int
-		var bytes int64
-		for i, from := range pp.Streamed {
-			if from != "" {
-				count++
-				bytes += pp.Graph.Ops[i].Weight.Bytes()
-			}
-		}
-		if count > 0 {
+		fmt.Fprintf(stdout, "prefill step of %d tokens (its own plan: --tokens %d): predicted %.3f ms; ops %s", n, n, float64(pp.Predicted)/1e6, pp.PlacementText())
+		if count, bytes := pp.StreamedWeights(); count > 0 {
 			fmt.Fprintf(stdout, "; %d weights (%.1f MiB) streamed in", count, float64(bytes)/(1<<20))
 		}
 		fmt.Fprintln(stdout)
 	}
 	return nil
-}
-
-// placementStr lists a placement's op counts by device name.
-func placementStr(pl map[string]int) string {
-	names := make([]string, 0, len(pl))
-	for d := range pl {
-		names = append(names, d)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, d := range names {
-		parts[i] = fmt.Sprintf("%s %d", d, pl[d])
-	}
-	return strings.Join(parts, ", ")
 }
