@@ -52,7 +52,7 @@ func chunk(t quant.Type) int {
 // typed holds a weight type's kernels.
 type typed struct {
 	matvec, matmul8, embed kernel
-	mmt, mmt32             kernel // tensor-core prefill mat-mul, 64- and 32-token tiles (kernels/matmul.cu)
+	mmt, mmt64, mmt32      kernel // tensor-core prefill mat-mul, 128-, 64- and 32-token tiles (kernels/matmul.cu)
 	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
 	mvb, xq                kernel // mat-vecs of several rows on 8-bit activations, and their quantization (kernels/fused.cu)
 }
@@ -65,6 +65,7 @@ type kernels struct {
 	addBias                     kernel
 	attention, kvAppend         kernel
 	attentionT2, attentionT4    kernel // attention for head sizes up to 64 and 128 (kernels/attention.cu)
+	fattnD64, fattnD128         kernel // a prompt's attention on tensor cores for head sizes 64 and 128
 	ropeKV                      kernel // fused decode RoPE and cache append
 	mmtSum                      kernel // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
 }
@@ -114,6 +115,9 @@ func loadKernels() (*kernels, error) {
 		if tk.mmt, err = get(mm, "mmt_"+n); err != nil {
 			return nil, err
 		}
+		if tk.mmt64, err = get(mm, "mmt64_"+n); err != nil {
+			return nil, err
+		}
 		if tk.mmt32, err = get(mm, "mmt32_"+n); err != nil {
 			return nil, err
 		}
@@ -138,7 +142,7 @@ func loadKernels() (*kernels, error) {
 		k    *kernel
 		m    module
 		name string
-	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.attentionT2, am, "attention_t2"}, {&k.attentionT4, am, "attention_t4"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}, {&k.mmtSum, mm, "mmt_sum"}} {
+	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.attentionT2, am, "attention_t2"}, {&k.attentionT4, am, "attention_t4"}, {&k.fattnD64, am, "fattn_d64"}, {&k.fattnD128, am, "fattn_d128"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}, {&k.mmtSum, mm, "mmt_sum"}} {
 		if *p.k, err = get(p.m, p.name); err != nil {
 			return nil, err
 		}

@@ -274,15 +274,16 @@ func (d *Device) freeGraphs() {
 // the float types, matmul8, which reads the weights once per 8 tokens in f32.
 const mmtMin = 32
 
-// mmtTiles is the fewest 64×64 tiles a prefill mat-mul is launched as; with
-// fewer it takes 64×32 tiles (an H100 has 132 multiprocessors, each running
-// several tiles at once).
+// mmtTiles is the fewest tiles of 64 rows a prefill mat-mul is launched
+// as: it takes tiles of 128 tokens where that leaves at least mmtTiles, else
+// of 64, else of 32 (an H100 has 132 multiprocessors, each running several
+// tiles at once). Wider tiles decode each weight for more tokens.
 const mmtTiles = 256
 
 // mmtBlocks is the number of blocks a prefill mat-mul of fewer than half as
 // many tiles is split along k to reach (kernels/matmul.cu): about eight per
-// multiprocessor of an H100, as many as fit by shared memory. (TinyLlama's
-// FFN gate, 704 tiles, ran no faster split in two: 205 µs against 201.)
+// multiprocessor of an H100. (TinyLlama's FFN gate, 704 tiles, ran no
+// faster split in two: 205 µs against 201.)
 const mmtBlocks = 1024
 
 // mmtSlices is the most slices a split-K prefill mat-mul takes, each of at
@@ -290,16 +291,21 @@ const mmtBlocks = 1024
 const mmtSlices = 16
 
 // launchMMT runs a prefill mat-mul on tensor cores (f16 inputs, f32 sums),
-// in tiles of 32 tokens where 64 would leave fewer than mmtTiles, split
-// along k into slices summed by mmt_sum where the tiles are fewer than
-// mmtBlocks/2.
+// in tiles of 64 rows × 128, 64 or 32 tokens (the widest that leaves
+// mmtTiles tiles), split along k into slices summed by mmt_sum where the
+// tiles are fewer than mmtBlocks/2.
 func (d *Device) launchMMT(tk *typed, w *weight, x, out *Buffer, rows, cols, n int) error {
-	k, nk := tk.mmt, 64
-	if (rows+63)/64*((n+63)/64) < mmtTiles {
+	tilesOf := func(nk int) int { return (rows + 63) / 64 * ((n + nk - 1) / nk) }
+	k, nk := tk.mmt, 128
+	switch {
+	case tilesOf(128) >= mmtTiles:
+	case tilesOf(64) >= mmtTiles:
+		k, nk = tk.mmt64, 64
+	default:
 		k, nk = tk.mmt32, 32
 	}
 	tt := (n + nk - 1) / nk
-	tiles := (rows + 63) / 64 * tt
+	tiles := tilesOf(nk)
 	steps := cols / 32
 	s, ks := 1, cols
 	if tiles < mmtBlocks/2 {
@@ -321,7 +327,7 @@ func (d *Device) launchMMT(tk *typed, w *weight, x, out *Buffer, rows, cols, n i
 		y = uintptr(d.mmtP)
 	}
 	a := d.args().ptr(uintptr(w.ptr)).i64(int64(w.rowBytes)).ptr(uintptr(x.ptr)).ptr(y).i32(rows).i32(cols).i32(n).i32(ks).i32(tt)
-	if err := launch(k, (rows+63)/64, tt*s, 128, a); err != nil || s == 1 {
+	if err := launch(k, (rows+63)/64, tt*s, nk*2, a); err != nil || s == 1 {
 		return err
 	}
 	total := int64(n) * int64(rows)
@@ -576,10 +582,36 @@ func (d *Device) kvFor(op *ops.Op) (*kvCache, error) {
 // attWarps is the attention kernel's warps per block (ATT_WARPS).
 const attWarps = 16
 
+// fattnMin is the fewest query rows of one sequence whose attention runs on
+// tensor cores (fattn_d64, fattn_d128 in kernels/attention.cu): a block
+// takes 64 rows, so fewer would leave most of its work padding.
+const fattnMin = 16
+
 // attend launches the attention kernel for n query rows q over cache c,
 // whose keys and values for the step are already appended.
 func (d *Device) attend(op *ops.Op, n int, q, out *Buffer, c *kvCache) error {
+	a := op.Attn
+	if k, ok := d.fattn(a); ok && n >= fattnMin {
+		scale := 1 / float32(math.Sqrt(float64(a.HeadDim)))
+		return launch(k, (n+63)/64, a.Heads, 128, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
+			i32(n).i32(a.Heads).i32(a.KVHeads).ptr(uintptr(d.tokens)).f32(scale))
+	}
 	return d.attendAt(op, n, q, out, c, 0)
+}
+
+// fattn returns the tensor-core prompt attention kernel for a's head size,
+// if there is one.
+func (d *Device) fattn(a ops.AttnParams) (kernel, bool) {
+	if a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 {
+		return kernel{}, false
+	}
+	switch a.HeadDim {
+	case 64:
+		return d.k.fattnD64, true
+	case 128:
+		return d.k.fattnD128, true
+	}
+	return kernel{}, false
 }
 
 // attendAt is attend for a batched step's rows where rows is d.rowPos (each

@@ -15,6 +15,7 @@
 // the span split over more blocks (flash-decoding), not done yet.
 #include <math.h>
 #include <cuda_fp16.h>
+#include <stdint.h>
 
 #define ATT_WARPS 16 // attWarps in run_cuda.go
 
@@ -95,3 +96,149 @@ __device__ __forceinline__ void attn(const float *q, const __half *kc, const __h
 ATTENTION(attention, 8)
 ATTENTION(attention_t2, 2)
 ATTENTION(attention_t4, 4)
+
+// fattn_d64 and fattn_d128: the same causal attention for a prompt of n
+// query rows of one sequence (no rowp), on tensor cores, for head sizes 64
+// and 128. A block of four warps takes 64 query rows of one head; each warp
+// 16 of them. The block steps over the keys its rows see in tiles of 64:
+// keys and values are copied into shared memory (rows padded by 8 halves, so
+// that the fragment loads hit 32 distinct banks), scores S = Q·Kᵀ come from
+// mma.sync m16n8k16 with the query rounded to f16 and f32 sums, an online
+// softmax in f32 rescales the running sums, and the probabilities, rounded
+// to f16, multiply the values (mma.sync again, values loaded transposed by
+// ldmatrix). This is FlashAttention-2's scheme, and what llama.cpp's CUDA
+// flash attention rounds: the query and the probabilities to f16. Bound:
+// the tensor cores and the tile copies; the per-row kernel above read every
+// key once per query row.
+#define FA_ROWS 64 // query rows per block (4 warps × 16)
+#define FA_KEYS 64 // keys per tile
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+	__half2 h = __floats2half2_rn(lo, hi);
+	return *(uint32_t *)&h;
+}
+
+__device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int D>
+__device__ __forceinline__ void fattn(const float *q, const __half *kc, const __half *vc, float *out, int n, int heads, int kvHeads,
+                                      const int *posp, float scale) {
+	constexpr int DP = D + 8; // padded row of a shared tile, in halves
+	__shared__ __align__(16) __half Ks[FA_KEYS * DP], Vs[FA_KEYS * DP];
+	int pos = *posp;
+	int h = blockIdx.y, q0 = blockIdx.x * FA_ROWS, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int g = lane >> 2, tig = lane & 3;
+	int dim = kvHeads * D, kh = (h / (heads / kvHeads)) * D;
+	// This thread's two query rows (padding rows past n repeat the last).
+	int i0 = min(q0 + warp * 16 + g, n - 1), i1 = min(q0 + warp * 16 + g + 8, n - 1);
+	const float *qa = q + ((long long)i0 * heads + h) * D, *qb = q + ((long long)i1 * heads + h) * D;
+	uint32_t qf[D / 16][4];
+#pragma unroll
+	for (int s = 0; s < D / 16; s++) {
+		int c = 16 * s + 2 * tig;
+		float2 x0 = *(const float2 *)(qa + c), x1 = *(const float2 *)(qb + c);
+		float2 x2 = *(const float2 *)(qa + c + 8), x3 = *(const float2 *)(qb + c + 8);
+		qf[s][0] = pack_half2(x0.x, x0.y), qf[s][1] = pack_half2(x1.x, x1.y);
+		qf[s][2] = pack_half2(x2.x, x2.y), qf[s][3] = pack_half2(x3.x, x3.y);
+	}
+	float o[D / 8][4];
+#pragma unroll
+	for (int t = 0; t < D / 8; t++) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0;
+	float m0 = -INFINITY, m1 = -INFINITY, l0 = 0, l1 = 0;
+	int last0 = pos + i0, last1 = pos + i1;               // the last key each row sees
+	int kend = pos + min(n, q0 + FA_ROWS);                 // keys any row of the block sees
+	uint32_t vbase = (uint32_t)__cvta_generic_to_shared(Vs);
+	for (int k0 = 0; k0 < kend; k0 += FA_KEYS) {
+		__syncthreads();
+		// Copy the tile: FA_KEYS rows of D halves, 16 bytes a thread at a time.
+		for (int p = threadIdx.x; p < FA_KEYS * D / 8; p += blockDim.x) {
+			int r = p / (D / 8), c = 8 * (p % (D / 8));
+			uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+			if (k0 + r < kend) {
+				long long off = (long long)(k0 + r) * dim + kh + c;
+				kv = *(const uint4 *)(kc + off), vv = *(const uint4 *)(vc + off);
+			}
+			*(uint4 *)(Ks + r * DP + c) = kv, *(uint4 *)(Vs + r * DP + c) = vv;
+		}
+		__syncthreads();
+		// Scores of this warp's 16 rows against the tile's 64 keys.
+		float s[FA_KEYS / 8][4];
+#pragma unroll
+		for (int t = 0; t < FA_KEYS / 8; t++) {
+			s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0;
+			const __half *kr = Ks + (8 * t + g) * DP + 2 * tig;
+#pragma unroll
+			for (int d = 0; d < D / 16; d++) mma16816(s[t], qf[d], *(const uint32_t *)(kr + 16 * d), *(const uint32_t *)(kr + 16 * d + 8));
+		}
+		float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+		for (int t = 0; t < FA_KEYS / 8; t++) {
+			int j = k0 + 8 * t + 2 * tig;
+			s[t][0] = j <= last0 ? s[t][0] * scale : -INFINITY;
+			s[t][1] = j + 1 <= last0 ? s[t][1] * scale : -INFINITY;
+			s[t][2] = j <= last1 ? s[t][2] * scale : -INFINITY;
+			s[t][3] = j + 1 <= last1 ? s[t][3] * scale : -INFINITY;
+			mx0 = fmaxf(mx0, fmaxf(s[t][0], s[t][1])), mx1 = fmaxf(mx1, fmaxf(s[t][2], s[t][3]));
+		}
+#pragma unroll
+		for (int x = 1; x < 4; x <<= 1) {
+			mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, x));
+			mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, x));
+		}
+		// Every row sees key 0 in the first tile, so the maxima are finite.
+		float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+		float c0 = expf(m0 - n0), c1 = expf(m1 - n1);
+		m0 = n0, m1 = n1;
+		l0 *= c0, l1 *= c1;
+#pragma unroll
+		for (int t = 0; t < D / 8; t++) o[t][0] *= c0, o[t][1] *= c0, o[t][2] *= c1, o[t][3] *= c1;
+		uint32_t pf[FA_KEYS / 16][4];
+#pragma unroll
+		for (int t = 0; t < FA_KEYS / 8; t++) {
+			float p0 = expf(s[t][0] - n0), p1 = expf(s[t][1] - n0), p2 = expf(s[t][2] - n1), p3 = expf(s[t][3] - n1);
+			l0 += p0 + p1, l1 += p2 + p3;
+			pf[t / 2][2 * (t & 1)] = pack_half2(p0, p1);
+			pf[t / 2][2 * (t & 1) + 1] = pack_half2(p2, p3);
+		}
+		// O += P·V: the values' fragments by ldmatrix, transposed; lane l
+		// points at key row (l & 7) + 8·((l >> 3) & 1) and the feature block
+		// of (l >> 4), so one x4 load gives two 8-feature blocks' fragments.
+#pragma unroll
+		for (int kk = 0; kk < FA_KEYS / 16; kk++) {
+#pragma unroll
+			for (int t = 0; t < D / 8; t += 2) {
+				int row = 16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1), col = 8 * (t + (lane >> 4));
+				uint32_t b0, b1, b2, b3;
+				asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+				             : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
+				             : "r"(vbase + 2 * (row * DP + col)));
+				mma16816(o[t], pf[kk], b0, b1);
+				mma16816(o[t + 1], pf[kk], b2, b3);
+			}
+		}
+	}
+#pragma unroll
+	for (int x = 1; x < 4; x <<= 1) {
+		l0 += __shfl_xor_sync(0xffffffff, l0, x);
+		l1 += __shfl_xor_sync(0xffffffff, l1, x);
+	}
+	int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+	float *oa = out + ((long long)r0 * heads + h) * D + 2 * tig, *ob = out + ((long long)r1 * heads + h) * D + 2 * tig;
+#pragma unroll
+	for (int t = 0; t < D / 8; t++) {
+		if (r0 < n) *(float2 *)(oa + 8 * t) = make_float2(o[t][0] / l0, o[t][1] / l0);
+		if (r1 < n) *(float2 *)(ob + 8 * t) = make_float2(o[t][2] / l1, o[t][3] / l1);
+	}
+}
+
+#define FATTN(name, d)                                                                                                    \
+	extern "C" __global__ void __launch_bounds__(128) name(const float *q, const __half *kc, const __half *vc, float *out, \
+	                                                      int n, int heads, int kvHeads, const int *posp, float scale) {     \
+		fattn<d>(q, kc, vc, out, n, heads, kvHeads, posp, scale);                                                          \
+	}
+FATTN(fattn_d64, 64)
+FATTN(fattn_d128, 128)

@@ -71,108 +71,155 @@ __device__ __forceinline__ void matmul(const uint8_t *W, long long rowBytes, con
 	}
 FOR_TYPES(MATMUL)
 
-// mmt_<type> and mmt32_<type>: the same product for a batch (prefill) on
-// tensor cores, through the WMMA API: weights decoded as above and rounded to
-// f16, activations rounded to f16, f32 accumulation. A block of four warps
-// computes a tile of 64 weight rows × NK tokens (64, or 32 where 64 would
-// leave most of the GPU without a tile), stepping k by 32 (one block of the
-// 32-element types; an eighth of a K-quant super-block): it decodes the 64×32
-// weight tile and converts the NK×32 activation tile into shared memory, and
-// each warp multiplies its 32×NK/2 corner as fragments of 16×16. cols must be
-// a multiple of 32; partial tiles of rows or tokens are padded with zeros and
-// not written. Rounding the inputs to f16 costs at most ~1e-3 of Σ|w·x| per
-// output (checked by TestMatMul), less than the CPU device's 8-bit
-// activations; F32 weights keep the f32 kernels.
+// mmt_<type>, mmt64_<type> and mmt32_<type>: the same product for a batch
+// (prefill) on tensor cores (mma.sync m16n8k16): weights decoded as above
+// and rounded to f16, activations rounded to f16, f32 sums. A block computes
+// a tile of MT = 64 weight rows × NK tokens (128, 64, or 32 where more would
+// leave most of the GPU without a tile) with NK/16 warps, each a corner of
+// 32 rows × 32 tokens, stepping k by KT = 32 (one block of the 32-element
+// types; an eighth of a K-quant super-block). Shared memory holds two
+// stages: while the warps multiply one (fragments by ldmatrix), the next
+// step's activations are already loading into registers, and the step after
+// is decoded and converted into the other stage, so one barrier per step
+// separates them. cols must be a multiple of 32; partial tiles of rows or
+// tokens are padded with zeros and not written. Rounding the inputs to f16
+// costs at most ~1e-3 of Σ|w·x| per output (checked by TestMatMul), less
+// than the CPU device's 8-bit activations; F32 weights keep the f32 kernels.
 //
 // Split-K: blockIdx.y counts tt token tiles for each of the slices of ks
 // columns (a multiple of KT); slice z sums columns [z·ks, z·ks+ks) only and
 // writes its partial product to Y + z·n·rows, which mmt_sum then adds up in
 // the order of z. A tile's speed grows with the tiles each multiprocessor
 // holds (ncu on the H100: 64 tiles of TinyLlama's K projection ran at 4
-// TFLOPS, 256 of its Q projection at 23, 704 of its FFN's at 59), so a
-// mat-mul of few tiles is split until it has about mmtBlocks (run_cuda.go).
-#include <mma.h>
+// TFLOPS, 256 of its Q projection at 23, 704 of its FFN's at 59, in the
+// WMMA kernel this replaced), so a mat-mul of few tiles is split until it
+// has about mmtBlocks (run_cuda.go).
+#define MT 64 // rows per tile
+#define KT 32 // k per step
+#define KP 40 // padded row of a shared tile, in halves: ldmatrix's eight rows of 80 bytes hit 32 distinct banks
 
-#define MT 64  // rows per tile
-#define KT 32  // k per step
-#define KP 40  // padded row of a shared tile, in halves (multiple of 8)
-#define CP 68  // padded column of the output tile, in floats (multiple of 4)
+__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
+	__half2 h = __floats2half2_rn(lo, hi);
+	return *(uint32_t *)&h;
+}
+
+__device__ __forceinline__ void mma_f16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t *r, uint32_t addr) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
 
 template <int T, int NK>
 __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, const float *X, float *Y, int rows, int cols, int n, int ks, int tt) {
-	using namespace nvcuda;
-	const int FT = NK / 32; // fragments of tokens per warp
-	__shared__ __align__(32) half A[MT * KP], B[NK * KP];
-	__shared__ __align__(32) float C[NK * CP];
+	constexpr int WN = NK / 32, THREADS = MT * NK / 32;
+	constexpr int PW = MT * 4 / THREADS, PX = NK * 8 / THREADS; // weight pieces and activation vectors per thread and step
+	__shared__ __align__(16) half A[2][MT * KP], B[2][NK * KP];
 	int z = blockIdx.y / tt, kbeg = z * ks, kend = min(cols, kbeg + ks);
 	Y += (long long)z * n * rows;
-	int r0 = blockIdx.x * MT, t0 = (blockIdx.y % tt) * NK, warp = threadIdx.x >> 5;
-	int wr = (warp >> 1) * 32, wt = (warp & 1) * (NK / 2);
-	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][FT];
+	int r0 = blockIdx.x * MT, t0 = (blockIdx.y % tt) * NK;
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int wr = (warp / WN) * 32, wt = (warp % WN) * 32;
+	float acc[2][4][4];
 #pragma unroll
 	for (int i = 0; i < 2; i++)
 #pragma unroll
-		for (int j = 0; j < FT; j++) wmma::fill_fragment(acc[i][j], 0.0f);
-	for (int k0 = kbeg; k0 < kend; k0 += KT) {
-		// Weights: 64 rows × 4 pieces of 8, two pieces per thread.
-		for (int p = threadIdx.x; p < MT * 4; p += blockDim.x) {
-			int r = p >> 2, c = (k0 >> 3) + (p & 3);
-			half *a = A + r * KP;
+		for (int j = 0; j < 4; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+	float4 xv[PX];
+	auto loadX = [&](int k0) {
+#pragma unroll
+		for (int i = 0; i < PX; i++) {
+			int q = threadIdx.x + i * THREADS, t = q >> 3, e = 4 * (q & 7);
+			xv[i] = t0 + t < n ? *(const float4 *)(X + (long long)(t0 + t) * cols + k0 + e) : make_float4(0, 0, 0, 0);
+		}
+	};
+	auto storeX = [&](int buf) {
+#pragma unroll
+		for (int i = 0; i < PX; i++) {
+			int q = threadIdx.x + i * THREADS, t = q >> 3, e = 4 * (q & 7);
+			*(uint2 *)(B[buf] + t * KP + e) = make_uint2(half2_bits(xv[i].x, xv[i].y), half2_bits(xv[i].z, xv[i].w));
+		}
+	};
+	auto decodeW = [&](int buf, int k0) {
+#pragma unroll
+		for (int i = 0; i < PW; i++) {
+			int p = threadIdx.x + i * THREADS, r = p >> 2;
+			half *a = A[buf] + r * KP;
 			if (r0 + r < rows) {
 				float w[8];
 				int e0, e1;
-				Q<T>::deq(W + (long long)(r0 + r) * rb, c, w, e0, e1);
-#pragma unroll
-				for (int i = 0; i < 4; i++) a[e0 - k0 + i] = __float2half_rn(w[i]), a[e1 - k0 + i] = __float2half_rn(w[4 + i]);
+				Q<T>::deq(W + (long long)(r0 + r) * rb, (k0 >> 3) + (p & 3), w, e0, e1);
+				*(uint2 *)(a + e0 - k0) = make_uint2(half2_bits(w[0], w[1]), half2_bits(w[2], w[3]));
+				*(uint2 *)(a + e1 - k0) = make_uint2(half2_bits(w[4], w[5]), half2_bits(w[6], w[7]));
 			} else {
-#pragma unroll
-				for (int i = 0; i < 8; i++) a[8 * (p & 3) + i] = __float2half_rn(0.0f);
+				*(uint4 *)(a + 8 * (p & 3)) = make_uint4(0, 0, 0, 0);
 			}
 		}
-		// Activations: NK tokens × 32, four at a time.
-		for (int q = threadIdx.x; q < NK * KT / 4; q += blockDim.x) {
-			int t = q >> 3, e = 4 * (q & 7);
-			float4 v = make_float4(0, 0, 0, 0);
-			if (t0 + t < n) v = *(const float4 *)(X + (long long)(t0 + t) * cols + k0 + e);
-			half *b = B + t * KP + e;
-			b[0] = __float2half_rn(v.x), b[1] = __float2half_rn(v.y), b[2] = __float2half_rn(v.z), b[3] = __float2half_rn(v.w);
-		}
-		__syncthreads();
+	};
+	int steps = (kend - kbeg) / KT;
+	loadX(kbeg);
+	decodeW(0, kbeg);
+	storeX(0);
+	__syncthreads();
+	for (int s = 0; s < steps; s++) {
+		int buf = s & 1, kn = kbeg + (s + 1) * KT;
+		bool more = s + 1 < steps;
+		if (more) loadX(kn);
+		uint32_t abase = (uint32_t)__cvta_generic_to_shared(A[buf]), bbase = (uint32_t)__cvta_generic_to_shared(B[buf]);
 #pragma unroll
 		for (int kk = 0; kk < KT; kk += 16) {
-			wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa[2];
-			wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb[FT];
+			uint32_t af[2][4], bf[4][2];
 #pragma unroll
-			for (int i = 0; i < 2; i++) wmma::load_matrix_sync(fa[i], A + (wr + 16 * i) * KP + kk, KP);
+			for (int i = 0; i < 2; i++) ldmatrix_x4(af[i], abase + 2 * ((wr + 16 * i + (lane & 15)) * KP + kk + 8 * (lane >> 4)));
 #pragma unroll
-			for (int j = 0; j < FT; j++) wmma::load_matrix_sync(fb[j], B + (wt + 16 * j) * KP + kk, KP);
+			for (int j = 0; j < 4; j += 2) {
+				uint32_t b[4];
+				ldmatrix_x4(b, bbase + 2 * ((wt + 8 * j + (lane & 7) + 8 * (lane >> 4)) * KP + kk + 8 * ((lane >> 3) & 1)));
+				bf[j][0] = b[0], bf[j][1] = b[1], bf[j + 1][0] = b[2], bf[j + 1][1] = b[3];
+			}
 #pragma unroll
 			for (int i = 0; i < 2; i++)
 #pragma unroll
-				for (int j = 0; j < FT; j++) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+				for (int j = 0; j < 4; j++) mma_f16(acc[i][j], af[i], bf[j][0], bf[j][1]);
+		}
+		if (more) {
+			decodeW(buf ^ 1, kn);
+			storeX(buf ^ 1);
 		}
 		__syncthreads();
 	}
-	// C[r][t] in column-major tiles (token t's 64 rows contiguous), then
-	// written where inside the matrix, token by token (coalesced over rows).
+	// Fragment c0, c1 are row g, tokens 2·tig and 2·tig+1; c2, c3 row g+8.
+	int g = lane >> 2, tig = lane & 3;
 #pragma unroll
 	for (int i = 0; i < 2; i++)
 #pragma unroll
-		for (int j = 0; j < FT; j++) wmma::store_matrix_sync(C + (wt + 16 * j) * CP + wr + 16 * i, acc[i][j], CP, wmma::mem_col_major);
-	__syncthreads();
-	for (int q = threadIdx.x; q < MT * NK; q += blockDim.x) {
-		int t = q / MT, r = q % MT;
-		if (r0 + r < rows && t0 + t < n) Y[(long long)(t0 + t) * rows + r0 + r] = C[t * CP + r];
-	}
+		for (int j = 0; j < 4; j++) {
+			int r = r0 + wr + 16 * i + g, t = t0 + wt + 8 * j + 2 * tig;
+			if (r < rows) {
+				if (t < n) Y[(long long)t * rows + r] = acc[i][j][0];
+				if (t + 1 < n) Y[(long long)(t + 1) * rows + r] = acc[i][j][1];
+			}
+			if (r + 8 < rows) {
+				if (t < n) Y[(long long)t * rows + r + 8] = acc[i][j][2];
+				if (t + 1 < n) Y[(long long)(t + 1) * rows + r + 8] = acc[i][j][3];
+			}
+		}
 }
 
 #define MMT(id, name)                                                                                                       \
-	extern "C" __global__ void __launch_bounds__(128) mmt_##name(const uint8_t *W, long long rb, const float *X, float *Y, int rows, \
+	extern "C" __global__ void __launch_bounds__(256) mmt_##name(const uint8_t *W, long long rb, const float *X, float *Y, int rows, \
 	                                                             int cols, int n, int ks, int tt) {                           \
+		mmt<id, 128>(W, rb, X, Y, rows, cols, n, ks, tt);                                                                       \
+	}                                                                                                                           \
+	extern "C" __global__ void __launch_bounds__(128) mmt64_##name(const uint8_t *W, long long rb, const float *X, float *Y,      \
+	                                                               int rows, int cols, int n, int ks, int tt) {                 \
 		mmt<id, 64>(W, rb, X, Y, rows, cols, n, ks, tt);                                                                        \
 	}                                                                                                                           \
-	extern "C" __global__ void __launch_bounds__(128) mmt32_##name(const uint8_t *W, long long rb, const float *X, float *Y,      \
-	                                                               int rows, int cols, int n, int ks, int tt) {                 \
+	extern "C" __global__ void __launch_bounds__(64) mmt32_##name(const uint8_t *W, long long rb, const float *X, float *Y,       \
+	                                                              int rows, int cols, int n, int ks, int tt) {                  \
 		mmt<id, 32>(W, rb, X, Y, rows, cols, n, ks, tt);                                                                        \
 	}
 FOR_TYPES(MMT)
