@@ -153,6 +153,8 @@ type Device struct {
 	nxq    int64  // bytes xq has room for
 	mmtP   dptr   // a split-K prefill mat-mul's partial products (launchMMT)
 	nmmtP  int64  // bytes mmtP has room for
+	mmtX   dptr   // a prefill mat-mul's activations rounded to f16 (launchMMT)
+	nmmtX  int64  // bytes mmtX has room for
 	stream stream // every launch goes here (graphs need a stream of our own)
 	graphs map[string]*graph
 	seen   map[string]bool // batches run once, captured when seen again

@@ -122,6 +122,11 @@ func TestMatMul(t *testing.T) {
 			// (the shared stories260K's ffn_down).
 			shapes = append(shapes, struct{ rows, cols int }{300, 172})
 		}
+		if typ.BlockSize() < 256 {
+			// 800 columns: prefill chunks of 256 columns and a last one of
+			// 32 (mmtChunk).
+			shapes = append(shapes, struct{ rows, cols int }{300, 800})
+		}
 		for _, sh := range shapes {
 			data, deq := quantized(t, r, typ, sh.rows, sh.cols)
 			w := &ops.Weight{Name: fmt.Sprintf("w.%s.%dx%d", typ, sh.rows, sh.cols), Type: typ, Rows: sh.rows, Cols: sh.cols}

@@ -68,6 +68,7 @@ type kernels struct {
 	fattnD64, fattnD128         kernel // a prompt's attention on tensor cores for head sizes 64 and 128
 	ropeKV                      kernel // fused decode RoPE and cache append
 	mmtSum                      kernel // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
+	toF16                       kernel // a prefill mat-mul's activations rounded to f16 (kernels/matmul.cu)
 }
 
 // loadKernels loads the embedded modules into the current context.
@@ -136,13 +137,18 @@ func loadKernels() (*kernels, error) {
 		if err := allowShared(tk.mvb, mvbShared); err != nil {
 			return nil, err
 		}
+		for _, m := range []kernel{tk.mmt, tk.mmt64, tk.mmt32} {
+			if err := allowShared(m, mmtSharedMax); err != nil {
+				return nil, err
+			}
+		}
 		k.byType[t] = &tk
 	}
 	for _, p := range []struct {
 		k    *kernel
 		m    module
 		name string
-	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.attentionT2, am, "attention_t2"}, {&k.attentionT4, am, "attention_t4"}, {&k.fattnD64, am, "fattn_d64"}, {&k.fattnD128, am, "fattn_d128"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}, {&k.mmtSum, mm, "mmt_sum"}} {
+	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.attentionT2, am, "attention_t2"}, {&k.attentionT4, am, "attention_t4"}, {&k.fattnD64, am, "fattn_d64"}, {&k.fattnD128, am, "fattn_d128"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}, {&k.mmtSum, mm, "mmt_sum"}, {&k.toF16, mm, "to_f16"}} {
 		if *p.k, err = get(p.m, p.name); err != nil {
 			return nil, err
 		}

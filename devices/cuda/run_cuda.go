@@ -287,32 +287,66 @@ const mmtTiles = 256
 const mmtBlocks = 1024
 
 // mmtSlices is the most slices a split-K prefill mat-mul takes, each of at
-// least two steps of 32 columns.
+// least one chunk of mmtChunk columns.
 const mmtSlices = 16
 
-// launchMMT runs a prefill mat-mul on tensor cores (f16 inputs, f32 sums),
-// in tiles of 64 rows × 128, 64 or 32 tokens (the widest that leaves
-// mmtTiles tiles), split along k into slices summed by mmt_sum where the
-// tiles are fewer than mmtBlocks/2.
+// mmtChunk is the columns whose weight bytes an mmt block copies at a time
+// (CH in kernels/matmul.cu): one K-quant super-block, eight 32-element blocks.
+const mmtChunk = 256
+
+// mmtSharedMax is the most dynamic shared memory an mmt block takes: 128
+// tokens of F16 or BF16 weights, whose chunk rows are the longest (512 bytes).
+const mmtSharedMax = 100 << 10
+
+// mmtShared returns an mmt block's dynamic shared memory for tiles of nk
+// tokens of a weight whose chunk rows take rs bytes: two stages of 64 rows
+// and of nk tokens of 40 halves each, and two chunks of 64 rows (matmul.cu).
+func mmtShared(nk, rs int) int { return 2*64*40*2 + 2*nk*40*2 + 2*64*rs }
+
+// launchMMT runs a prefill mat-mul on tensor cores (f16 inputs, f32 sums):
+// the activations are rounded to f16 once (to_f16), then multiplied in tiles
+// of 64 rows × 128, 64 or 32 tokens (the widest that leaves mmtTiles tiles),
+// split along k into slices summed by mmt_sum where the tiles are fewer
+// than mmtBlocks/2.
 func (d *Device) launchMMT(tk *typed, w *weight, x, out *Buffer, rows, cols, n int) error {
 	tilesOf := func(nk int) int { return (rows + 63) / 64 * ((n + nk - 1) / nk) }
-	k, nk := tk.mmt, 128
+	// Warps take 32 rows × 64 tokens in the 128-token tiles, 32 × 32 in
+	// the others.
+	k, nk, threads := tk.mmt, 128, 128
 	switch {
 	case tilesOf(128) >= mmtTiles:
 	case tilesOf(64) >= mmtTiles:
 		k, nk = tk.mmt64, 64
 	default:
-		k, nk = tk.mmt32, 32
+		k, nk, threads = tk.mmt32, 32, 64
+	}
+	cb, err := quant.RowBytes(w.typ, mmtChunk)
+	if err != nil {
+		return err
+	}
+	rs := (cb + 6 + 15) / 16 * 16 // a chunk row copied from its start rounded down to 4, in whole words
+	if shm := mmtShared(nk, rs); shm > mmtSharedMax {
+		return fmt.Errorf("prefill mat-mul of %s needs %d bytes of shared memory, more than %d", w.typ, shm, mmtSharedMax)
+	}
+	total := int64(n) * int64(cols)
+	if need := 2 * total; need > d.nmmtX {
+		if err := d.regrow(&d.mmtX, need); err != nil {
+			return err
+		}
+		d.nmmtX = need
+	}
+	if err := launch(d.k.toF16, int((total/4+255)/256), 1, 256, d.args().ptr(uintptr(x.ptr)).ptr(uintptr(d.mmtX)).i64(total)); err != nil {
+		return err
 	}
 	tt := (n + nk - 1) / nk
 	tiles := tilesOf(nk)
-	steps := cols / 32
-	s, ks := 1, cols
+	chunks := (cols + mmtChunk - 1) / mmtChunk
+	s, ks := 1, chunks*mmtChunk
 	if tiles < mmtBlocks/2 {
-		s = min((mmtBlocks+tiles-1)/tiles, steps/2, mmtSlices)
+		s = min((mmtBlocks+tiles-1)/tiles, chunks, mmtSlices)
 	}
 	if s > 1 {
-		ks = (steps + s - 1) / s * 32
+		ks = (chunks + s - 1) / s * mmtChunk
 		s = (cols + ks - 1) / ks
 	}
 	y := uintptr(out.ptr)
@@ -326,12 +360,12 @@ func (d *Device) launchMMT(tk *typed, w *weight, x, out *Buffer, rows, cols, n i
 		}
 		y = uintptr(d.mmtP)
 	}
-	a := d.args().ptr(uintptr(w.ptr)).i64(int64(w.rowBytes)).ptr(uintptr(x.ptr)).ptr(y).i32(rows).i32(cols).i32(n).i32(ks).i32(tt)
-	if err := launch(k, (rows+63)/64, tt*s, nk*2, a); err != nil || s == 1 {
+	a := d.args().ptr(uintptr(w.ptr)).i64(int64(w.rowBytes)).i32(cb).i32(rs).ptr(uintptr(d.mmtX)).ptr(y).i32(rows).i32(cols).i32(n).i32(ks).i32(tt)
+	if err := launchShared(k, (rows+63)/64, tt*s, threads, mmtShared(nk, rs), a); err != nil || s == 1 {
 		return err
 	}
-	total := int64(n) * int64(rows)
-	return launch(d.k.mmtSum, int((total+255)/256), 1, 256, d.args().ptr(uintptr(d.mmtP)).ptr(uintptr(out.ptr)).i64(total).i32(s))
+	outs := int64(n) * int64(rows)
+	return launch(d.k.mmtSum, int((outs+255)/256), 1, 256, d.args().ptr(uintptr(d.mmtP)).ptr(uintptr(out.ptr)).i64(outs).i32(s))
 }
 
 // run launches op (device thread only).

@@ -73,35 +73,36 @@ FOR_TYPES(MATMUL)
 
 // mmt_<type>, mmt64_<type> and mmt32_<type>: the same product for a batch
 // (prefill) on tensor cores (mma.sync m16n8k16): weights decoded as above
-// and rounded to f16, activations rounded to f16, f32 sums. A block computes
-// a tile of MT = 64 weight rows × NK tokens (128, 64, or 32 where more would
-// leave most of the GPU without a tile) with NK/16 warps, each a corner of
-// 32 rows × 32 tokens, stepping k by KT = 32 (one block of the 32-element
-// types; an eighth of a K-quant super-block). Shared memory holds two
-// stages: while the warps multiply one (fragments by ldmatrix), the next
-// step's activations are already loading into registers, and the step after
-// is decoded and converted into the other stage, so one barrier per step
-// separates them. cols must be a multiple of 32; partial tiles of rows or
-// tokens are padded with zeros and not written. Rounding the inputs to f16
-// costs at most ~1e-3 of Σ|w·x| per output (checked by TestMatMul), less
-// than the CPU device's 8-bit activations; F32 weights keep the f32 kernels.
+// and rounded to f16, activations already rounded to f16 by to_f16, f32
+// sums. A block computes a tile of MT = 64 weight rows × NK tokens (128,
+// 64, or 32 where more would leave most of the GPU without a tile), each
+// warp a corner of 32 rows × WT tokens, stepping k by KT = 32 (one block of
+// the 32-element types; an eighth of a K-quant super-block).
+//
+// Everything a step reads from device memory arrives by cp.async, ahead of
+// use: the tile's weight bytes a chunk of CH = 256 columns at a time (one
+// super-block of the K-quants, eight blocks of the others; each row's bytes
+// copied in 4-byte words from its start rounded down to 4), a chunk ahead;
+// the activations' f16 tile a step ahead. The weights are decoded from shared
+// memory into an f16 stage while the other stage is being multiplied
+// (fragments by ldmatrix), so a step waits on neither. The L1/shared pipe
+// was what limited the kernel when each step loaded weights and f32
+// activations itself (ncu: 83% of its throughput, the SM issuing 44%).
+// cols must be a multiple of 32; partial tiles of rows or tokens are padded
+// with zeros and not written. Rounding the inputs to f16 costs at most ~1e-3
+// of Σ|w·x| per output (checked by TestMatMul), less than the CPU device's
+// 8-bit activations; F32 weights keep the f32 kernels.
 //
 // Split-K: blockIdx.y counts tt token tiles for each of the slices of ks
-// columns (a multiple of KT); slice z sums columns [z·ks, z·ks+ks) only and
+// columns (a multiple of CH); slice z sums columns [z·ks, z·ks+ks) only and
 // writes its partial product to Y + z·n·rows, which mmt_sum then adds up in
 // the order of z. A tile's speed grows with the tiles each multiprocessor
-// holds (ncu on the H100: 64 tiles of TinyLlama's K projection ran at 4
-// TFLOPS, 256 of its Q projection at 23, 704 of its FFN's at 59, in the
-// WMMA kernel this replaced), so a mat-mul of few tiles is split until it
-// has about mmtBlocks (run_cuda.go).
-#define MT 64 // rows per tile
-#define KT 32 // k per step
-#define KP 40 // padded row of a shared tile, in halves: ldmatrix's eight rows of 80 bytes hit 32 distinct banks
-
-__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
-	__half2 h = __floats2half2_rn(lo, hi);
-	return *(uint32_t *)&h;
-}
+// holds, so a mat-mul of few tiles is split until it has about mmtBlocks
+// (run_cuda.go).
+#define MT 64  // rows per tile
+#define KT 32  // k per step
+#define CH 256 // k per chunk of weight bytes
+#define KP 40  // padded row of a shared tile, in halves: ldmatrix's eight rows of 80 bytes hit 32 distinct banks
 
 __device__ __forceinline__ void mma_f16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
 	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -113,69 +114,109 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t *r, uint32_t addr) {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 
-template <int T, int NK>
-__device__ __forceinline__ void mmt(const uint8_t *W, long long rb, const float *X, float *Y, int rows, int cols, int n, int ks, int tt) {
-	constexpr int WN = NK / 32, THREADS = MT * NK / 32;
-	constexpr int PW = MT * 4 / THREADS, PX = NK * 8 / THREADS; // weight pieces and activation vectors per thread and step
-	__shared__ __align__(16) half A[2][MT * KP], B[2][NK * KP];
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+// cp_async16 copies 16 bytes, or writes 16 zeros where n is 0.
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int n) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(n));
+}
+
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+
+__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
+	__half2 h = __floats2half2_rn(lo, hi);
+	return *(uint32_t *)&h;
+}
+
+// mmt's dynamic shared memory: two stages of decoded weights (MT·KP halves
+// each) and of activations (NK·KP halves), and two chunks of weight bytes
+// (MT rows of rs bytes each), mmtShared in run_cuda.go.
+template <int NK, int WT, int T>
+__device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int rs, const half *X, float *Y, int rows, int cols, int n, int ks,
+                                    int tt) {
+	constexpr int WN = NK / WT, THREADS = 2 * WN * 32, NF = WT / 8, WARPS = THREADS / 32;
+	extern __shared__ __align__(16) uint8_t smem[];
+	half *A = (half *)smem;                   // [2][MT·KP]: decoded weights
+	half *B = A + 2 * MT * KP;                // [2][NK·KP]: activations
+	uint8_t *R = (uint8_t *)(B + 2 * NK * KP); // [2][MT·rs]: the weights' bytes of a chunk
 	int z = blockIdx.y / tt, kbeg = z * ks, kend = min(cols, kbeg + ks);
 	Y += (long long)z * n * rows;
 	int r0 = blockIdx.x * MT, t0 = (blockIdx.y % tt) * NK;
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int wr = (warp / WN) * 32, wt = (warp % WN) * 32;
-	float acc[2][4][4];
+	int wr = (warp / WN) * 32, wt = (warp % WN) * WT;
+	float acc[2][NF][4];
 #pragma unroll
 	for (int i = 0; i < 2; i++)
 #pragma unroll
-		for (int j = 0; j < 4; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
-	float4 xv[PX];
-	auto loadX = [&](int k0) {
+		for (int j = 0; j < NF; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+	auto issueB = [&](int buf, int k0) {
 #pragma unroll
-		for (int i = 0; i < PX; i++) {
-			int q = threadIdx.x + i * THREADS, t = q >> 3, e = 4 * (q & 7);
-			xv[i] = t0 + t < n ? *(const float4 *)(X + (long long)(t0 + t) * cols + k0 + e) : make_float4(0, 0, 0, 0);
+		for (int i = 0; i < NK * 4 / THREADS; i++) {
+			int q = threadIdx.x + i * THREADS, t = q >> 2, e = 8 * (q & 3);
+			bool in = t0 + t < n;
+			cp_async16(B + buf * NK * KP + t * KP + e, in ? X + (long long)(t0 + t) * cols + k0 + e : X, in ? 16 : 0);
 		}
 	};
-	auto storeX = [&](int buf) {
-#pragma unroll
-		for (int i = 0; i < PX; i++) {
-			int q = threadIdx.x + i * THREADS, t = q >> 3, e = 4 * (q & 7);
-			*(uint2 *)(B[buf] + t * KP + e) = make_uint2(half2_bits(xv[i].x, xv[i].y), half2_bits(xv[i].z, xv[i].w));
+	// A chunk's bytes: [off, off+bytes) of each row, from off rounded down
+	// to 4 (rows start at multiples of 4: row strides are padded to 4).
+	auto issueR = [&](int buf, int c0) {
+		long long off = (long long)(c0 / CH) * cb;
+		int bytes = (int)((long long)min(CH, kend - c0) * cb / CH);
+		int words = (int)((off + bytes + 3) / 4 - off / 4);
+		for (int r = warp; r < MT; r += WARPS) {
+			if (r0 + r >= rows) continue;
+			const uint8_t *src = W + (long long)(r0 + r) * rb + (off & ~3LL);
+			uint8_t *dst = R + buf * MT * rs + r * rs;
+			for (int w = lane; w < words; w += 32) cp_async4(dst + 4 * w, src + 4 * w);
 		}
 	};
-	auto decodeW = [&](int buf, int k0) {
+	auto decodeA = [&](int buf, int k0) {
+		int c0 = kbeg + (k0 - kbeg) / CH * CH, rbuf = ((k0 - kbeg) / CH) & 1;
+		int sh = (int)(((long long)(c0 / CH) * cb) & 3);
 #pragma unroll
-		for (int i = 0; i < PW; i++) {
+		for (int i = 0; i < MT * 4 / THREADS; i++) {
 			int p = threadIdx.x + i * THREADS, r = p >> 2;
-			half *a = A[buf] + r * KP;
+			half *a = A + buf * MT * KP + r * KP;
 			if (r0 + r < rows) {
 				float w[8];
-				int e0, e1;
-				Q<T>::deq(W + (long long)(r0 + r) * rb, (k0 >> 3) + (p & 3), w, e0, e1);
-				*(uint2 *)(a + e0 - k0) = make_uint2(half2_bits(w[0], w[1]), half2_bits(w[2], w[3]));
-				*(uint2 *)(a + e1 - k0) = make_uint2(half2_bits(w[4], w[5]), half2_bits(w[6], w[7]));
+				int e0, e1, b = k0 - c0;
+				Q<T>::deq(R + rbuf * MT * rs + r * rs + sh, (b >> 3) + (p & 3), w, e0, e1);
+				*(uint2 *)(a + e0 - b) = make_uint2(half2_bits(w[0], w[1]), half2_bits(w[2], w[3]));
+				*(uint2 *)(a + e1 - b) = make_uint2(half2_bits(w[4], w[5]), half2_bits(w[6], w[7]));
 			} else {
 				*(uint4 *)(a + 8 * (p & 3)) = make_uint4(0, 0, 0, 0);
 			}
 		}
 	};
 	int steps = (kend - kbeg) / KT;
-	loadX(kbeg);
-	decodeW(0, kbeg);
-	storeX(0);
+	issueR(0, kbeg);
+	issueB(0, kbeg);
+	cp_async_commit();
+	cp_async_wait_all();
+	__syncthreads();
+	decodeA(0, kbeg);
 	__syncthreads();
 	for (int s = 0; s < steps; s++) {
-		int buf = s & 1, kn = kbeg + (s + 1) * KT;
+		int k0 = kbeg + s * KT, kn = k0 + KT, buf = s & 1;
 		bool more = s + 1 < steps;
-		if (more) loadX(kn);
-		uint32_t abase = (uint32_t)__cvta_generic_to_shared(A[buf]), bbase = (uint32_t)__cvta_generic_to_shared(B[buf]);
+		if (more) issueB(buf ^ 1, kn);
+		// The next chunk's bytes, a chunk ahead: its buffer was last read
+		// by the decode of this chunk's first step, two barriers ago.
+		if ((k0 - kbeg) % CH == 0 && k0 + CH < kend) issueR(((k0 - kbeg) / CH + 1) & 1, k0 + CH);
+		cp_async_commit();
+		uint32_t abase = smem_addr(A + buf * MT * KP), bbase = smem_addr(B + buf * NK * KP);
 #pragma unroll
 		for (int kk = 0; kk < KT; kk += 16) {
-			uint32_t af[2][4], bf[4][2];
+			uint32_t af[2][4], bf[NF][2];
 #pragma unroll
 			for (int i = 0; i < 2; i++) ldmatrix_x4(af[i], abase + 2 * ((wr + 16 * i + (lane & 15)) * KP + kk + 8 * (lane >> 4)));
 #pragma unroll
-			for (int j = 0; j < 4; j += 2) {
+			for (int j = 0; j < NF; j += 2) {
 				uint32_t b[4];
 				ldmatrix_x4(b, bbase + 2 * ((wt + 8 * j + (lane & 7) + 8 * (lane >> 4)) * KP + kk + 8 * ((lane >> 3) & 1)));
 				bf[j][0] = b[0], bf[j][1] = b[1], bf[j + 1][0] = b[2], bf[j + 1][1] = b[3];
@@ -183,12 +224,17 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, const float 
 #pragma unroll
 			for (int i = 0; i < 2; i++)
 #pragma unroll
-				for (int j = 0; j < 4; j++) mma_f16(acc[i][j], af[i], bf[j][0], bf[j][1]);
+				for (int j = 0; j < NF; j++) mma_f16(acc[i][j], af[i], bf[j][0], bf[j][1]);
 		}
 		if (more) {
-			decodeW(buf ^ 1, kn);
-			storeX(buf ^ 1);
+			if ((kn - kbeg) % CH == 0) {
+				// A new chunk: every thread's copies of it must have landed.
+				cp_async_wait_all();
+				__syncthreads();
+			}
+			decodeA(buf ^ 1, kn);
 		}
+		cp_async_wait_all();
 		__syncthreads();
 	}
 	// Fragment c0, c1 are row g, tokens 2·tig and 2·tig+1; c2, c3 row g+8.
@@ -196,7 +242,7 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, const float 
 #pragma unroll
 	for (int i = 0; i < 2; i++)
 #pragma unroll
-		for (int j = 0; j < 4; j++) {
+		for (int j = 0; j < NF; j++) {
 			int r = r0 + wr + 16 * i + g, t = t0 + wt + 8 * j + 2 * tig;
 			if (r < rows) {
 				if (t < n) Y[(long long)t * rows + r] = acc[i][j][0];
@@ -209,20 +255,29 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, const float 
 		}
 }
 
-#define MMT(id, name)                                                                                                       \
-	extern "C" __global__ void __launch_bounds__(256) mmt_##name(const uint8_t *W, long long rb, const float *X, float *Y, int rows, \
-	                                                             int cols, int n, int ks, int tt) {                           \
-		mmt<id, 128>(W, rb, X, Y, rows, cols, n, ks, tt);                                                                       \
-	}                                                                                                                           \
-	extern "C" __global__ void __launch_bounds__(128) mmt64_##name(const uint8_t *W, long long rb, const float *X, float *Y,      \
-	                                                               int rows, int cols, int n, int ks, int tt) {                 \
-		mmt<id, 64>(W, rb, X, Y, rows, cols, n, ks, tt);                                                                        \
-	}                                                                                                                           \
-	extern "C" __global__ void __launch_bounds__(64) mmt32_##name(const uint8_t *W, long long rb, const float *X, float *Y,       \
-	                                                              int rows, int cols, int n, int ks, int tt) {                  \
-		mmt<id, 32>(W, rb, X, Y, rows, cols, n, ks, tt);                                                                        \
+#define MMT(id, name)                                                                                                           \
+	extern "C" __global__ void __launch_bounds__(128) mmt_##name(const uint8_t *W, long long rb, int cb, int rs, const half *X, float *Y, \
+	                                                             int rows, int cols, int n, int ks, int tt) {                       \
+		mmt<128, 64, id>(W, rb, cb, rs, X, Y, rows, cols, n, ks, tt);                                                              \
+	}                                                                                                                               \
+	extern "C" __global__ void __launch_bounds__(128) mmt64_##name(const uint8_t *W, long long rb, int cb, int rs, const half *X,      \
+	                                                               float *Y, int rows, int cols, int n, int ks, int tt) {           \
+		mmt<64, 32, id>(W, rb, cb, rs, X, Y, rows, cols, n, ks, tt);                                                               \
+	}                                                                                                                               \
+	extern "C" __global__ void __launch_bounds__(64) mmt32_##name(const uint8_t *W, long long rb, int cb, int rs, const half *X,       \
+	                                                              float *Y, int rows, int cols, int n, int ks, int tt) {            \
+		mmt<32, 32, id>(W, rb, cb, rs, X, Y, rows, cols, n, ks, tt);                                                               \
 	}
 FOR_TYPES(MMT)
+
+// to_f16 rounds n floats (a multiple of 4) to f16, a prefill mat-mul's
+// activations before the mmt kernels read them.
+extern "C" __global__ void to_f16(const float *x, half *y, long long n) {
+	long long i = 4 * (blockIdx.x * (long long)blockDim.x + threadIdx.x);
+	if (i >= n) return;
+	float4 v = *(const float4 *)(x + i);
+	*(uint2 *)(y + i) = make_uint2(half2_bits(v.x, v.y), half2_bits(v.z, v.w));
+}
 
 // mmt_sum adds a split-K mat-mul's S partial products of N floats, P[z·N+i],
 // in the order of z, into Y[i].
