@@ -38,13 +38,21 @@ type BenchResult struct {
 // depth > 0 measures at that depth of the KV cache (llama-bench's -d);
 // override allows the context it needs past the model's (CheckContext).
 func BenchCPU(m *llama.Model, threads, nPrompt, nGen, depth, reps int, override bool) (*BenchResult, error) {
+	return BenchSession(m, SessionOptions{Policy: "cpu-only", Threads: threads, ContextOverride: override}, nPrompt, nGen, depth, reps)
+}
+
+// BenchSession is BenchCPU in a session of so's policy, devices and threads
+// (`hybrid bench -d D --policies P` with one policy: a decode at depth on a
+// GPU); its Context is set to what the run needs.
+func BenchSession(m *llama.Model, so SessionOptions, nPrompt, nGen, depth, reps int) (*BenchResult, error) {
 	if err := checkBench(nPrompt, nGen, reps); err != nil {
 		return nil, err
 	}
 	if depth < 0 || depth > MaxContext {
 		return nil, fmt.Errorf("runtime: bench depth %d: want 0..%d tokens", depth, MaxContext)
 	}
-	sess, err := NewSession(m, SessionOptions{Policy: "cpu-only", Threads: threads, Context: depth + max(nPrompt, nGen, 1), ContextOverride: override})
+	so.Context = depth + max(nPrompt, nGen, 1)
+	sess, err := NewSession(m, so)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	nPrompt := fs.Int("p", 512, "prompt tokens to prefill (at most the model's context)")
 	nGen := fs.Int("n", 128, "tokens to decode (at most the model's context)")
 	reps := fs.Int("r", 3, "repetitions, 1..1000")
-	depth := fs.Int("d", 0, "tokens in the KV cache before each timed run, prefilled untimed (llama-bench's -d)")
+	depth := fs.Int("d", 0, "tokens in the KV cache before each timed run, prefilled untimed (llama-bench's -d); with --policies, of one policy")
 	override := fs.Bool("ctx-override", false, "allow -d plus -p or -n past the model's context length, up to "+fmt.Sprint(runtime.MaxContext)+" positions and a KV cache of half this machine's memory")
 	threads := fs.Int("threads", 0, "CPU threads; 0 uses every core")
 	policies := fs.String("policies", "", "compare these policies (comma-separated names or files) in one run")
@@ -68,8 +68,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 			return badFlag(fs, "%s %d: want 0..%d tokens", f.name, f.v, runtime.MaxContext)
 		}
 	}
-	if *depth > 0 && *policies != "" {
-		return badFlag(fs, "-d needs no --policies (the policy comparison runs at depth 0)")
+	if *depth > 0 && strings.Contains(*policies, ",") {
+		return badFlag(fs, "-d takes one policy in --policies (the policy comparison runs at depth 0)")
 	}
 	if *reps < 1 || *reps > runtime.MaxBenchReps {
 		return badFlag(fs, "-r %d: want 1..%d repetitions", *reps, runtime.MaxBenchReps)
@@ -94,8 +94,13 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if err := runtime.CheckContext(m.Config, *depth+max(*nPrompt, *nGen, 1), *override); err != nil {
 		return badFlag(fs, "-d %d, -p %d, -n %d: %v", *depth, *nPrompt, *nGen, err)
 	}
-	if *policies == "" {
-		res, err := runtime.BenchCPU(m, *threads, *nPrompt, *nGen, *depth, *reps, *override)
+	if *policies == "" || *depth > 0 {
+		pol := strings.TrimSpace(*policies)
+		if pol == "" {
+			pol = "cpu-only"
+		}
+		so := runtime.SessionOptions{Policy: pol, Hardware: *hardware, Threads: *threads, CPUs: *cpus, ContextOverride: *override}
+		res, err := runtime.BenchSession(m, so, *nPrompt, *nGen, *depth, *reps)
 		if err != nil {
 			return err
 		}

@@ -81,3 +81,18 @@ func TestBenchConversionsAblation(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchDepthPolicy measures decode at a depth of the KV cache under
+// one policy: here cpu-split over two CPU devices, which the table names.
+func TestBenchDepthPolicy(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "-p", "0", "-n", "4", "-d", "32", "-r", "1", "--threads", "1", "--cpus", "2", "--policies", "cpu-split"}
+	if code := Main(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "cpu+cpu:1") || !strings.Contains(out, "tg4 @ d32: ") {
+		t.Errorf("want the two CPU devices and a tg4 @ d32 line:\n%s", out)
+	}
+}
+
