@@ -95,4 +95,3 @@ func TestBenchDepthPolicy(t *testing.T) {
 		t.Errorf("want the two CPU devices and a tg4 @ d32 line:\n%s", out)
 	}
 }
-
