@@ -296,12 +296,17 @@ const mmtChunk = 256
 
 // mmtSharedMax is the most dynamic shared memory an mmt block takes: 128
 // tokens of F16 or BF16 weights, whose chunk rows are the longest (512 bytes).
-const mmtSharedMax = 100 << 10
+const mmtSharedMax = 110 << 10
+
+// mmtStages is the activation stages of an mmt block (AHEAD+1 in
+// kernels/matmul.cu).
+const mmtStages = 3
 
 // mmtShared returns an mmt block's dynamic shared memory for tiles of nk
-// tokens of a weight whose chunk rows take rs bytes: two stages of 64 rows
-// and of nk tokens of 40 halves each, and two chunks of 64 rows (matmul.cu).
-func mmtShared(nk, rs int) int { return 2*64*40*2 + 2*nk*40*2 + 2*64*rs }
+// tokens of a weight whose chunk rows take rs bytes: two stages of 64
+// decoded rows and mmtStages of nk tokens, 40 halves each, and two chunks
+// of 64 rows (kernels/matmul.cu).
+func mmtShared(nk, rs int) int { return 2*64*40*2 + mmtStages*nk*40*2 + 2*64*rs }
 
 // launchMMT runs a prefill mat-mul on tensor cores (f16 inputs, f32 sums):
 // the activations are rounded to f16 once (to_f16), then multiplied in tiles

@@ -82,8 +82,10 @@ FOR_TYPES(MATMUL)
 // Everything a step reads from device memory arrives by cp.async, ahead of
 // use: the tile's weight bytes a chunk of CH = 256 columns at a time (one
 // super-block of the K-quants, eight blocks of the others; each row's bytes
-// copied in 4-byte words from its start rounded down to 4), a chunk ahead;
-// the activations' f16 tile a step ahead. The weights are decoded from shared
+// copied in 16-byte pieces where they are aligned, else in 4-byte words from
+// its start rounded down to 4), a chunk ahead; the activations' f16 tile
+// AHEAD steps ahead, in AHEAD+1 stages. Each step's copies are one group, and
+// a step waits only for the group of the step after it. The weights are decoded from shared
 // memory into an f16 stage while the other stage is being multiplied
 // (fragments by ldmatrix), so a step waits on neither. The L1/shared pipe
 // was what limited the kernel when each step loaded weights and f32
@@ -103,6 +105,7 @@ FOR_TYPES(MATMUL)
 #define KT 32  // k per step
 #define CH 256 // k per chunk of weight bytes
 #define KP 40  // padded row of a shared tile, in halves: ldmatrix's eight rows of 80 bytes hit 32 distinct banks
+#define AHEAD 2 // steps the activations are copied ahead (at most 7: a chunk's bytes are waited for with the step 7 after their copy's)
 
 __device__ __forceinline__ void mma_f16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
 	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -126,7 +129,8 @@ __device__ __forceinline__ void cp_async4(void *dst, const void *src) {
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+// cp_async_wait waits until at most n of this thread's groups are pending.
+template <int n> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(n)); }
 
 __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
 	__half2 h = __floats2half2_rn(lo, hi);
@@ -134,16 +138,17 @@ __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
 }
 
 // mmt's dynamic shared memory: two stages of decoded weights (MT·KP halves
-// each) and of activations (NK·KP halves), and two chunks of weight bytes
-// (MT rows of rs bytes each), mmtShared in run_cuda.go.
+// each), AHEAD+1 of activations (NK·KP halves), and two chunks of weight
+// bytes (MT rows of rs bytes each), mmtShared in run_cuda.go.
 template <int NK, int WT, int T>
 __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int rs, const half *X, float *Y, int rows, int cols, int n, int ks,
                                     int tt) {
 	constexpr int WN = NK / WT, THREADS = 2 * WN * 32, NF = WT / 8, WARPS = THREADS / 32;
 	extern __shared__ __align__(16) uint8_t smem[];
-	half *A = (half *)smem;                   // [2][MT·KP]: decoded weights
-	half *B = A + 2 * MT * KP;                // [2][NK·KP]: activations
-	uint8_t *R = (uint8_t *)(B + 2 * NK * KP); // [2][MT·rs]: the weights' bytes of a chunk
+	constexpr int NB = AHEAD + 1;              // activation stages
+	half *A = (half *)smem;                    // [2][MT·KP]: decoded weights
+	half *B = A + 2 * MT * KP;                 // [NB][NK·KP]: activations
+	uint8_t *R = (uint8_t *)(B + NB * NK * KP); // [2][MT·rs]: the weights' bytes of a chunk
 	int z = blockIdx.y / tt, kbeg = z * ks, kend = min(cols, kbeg + ks);
 	Y += (long long)z * n * rows;
 	int r0 = blockIdx.x * MT, t0 = (blockIdx.y % tt) * NK;
@@ -163,16 +168,20 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 		}
 	};
 	// A chunk's bytes: [off, off+bytes) of each row, from off rounded down
-	// to 4 (rows start at multiples of 4: row strides are padded to 4).
+	// to 4 (rows start at multiples of 16: row strides are padded to 16).
 	auto issueR = [&](int buf, int c0) {
 		long long off = (long long)(c0 / CH) * cb;
 		int bytes = (int)((long long)min(CH, kend - c0) * cb / CH);
-		int words = (int)((off + bytes + 3) / 4 - off / 4);
+		bool whole = ((off | bytes) & 15) == 0;
+		int words = whole ? bytes / 16 : (int)((off + bytes + 3) / 4 - off / 4);
 		for (int r = warp; r < MT; r += WARPS) {
 			if (r0 + r >= rows) continue;
 			const uint8_t *src = W + (long long)(r0 + r) * rb + (off & ~3LL);
 			uint8_t *dst = R + buf * MT * rs + r * rs;
-			for (int w = lane; w < words; w += 32) cp_async4(dst + 4 * w, src + 4 * w);
+			if (whole)
+				for (int w = lane; w < words; w += 32) cp_async16(dst + 16 * w, src + 16 * w, 16);
+			else
+				for (int w = lane; w < words; w += 32) cp_async4(dst + 4 * w, src + 4 * w);
 		}
 	};
 	auto decodeA = [&](int buf, int k0) {
@@ -194,22 +203,29 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 		}
 	};
 	int steps = (kend - kbeg) / KT;
+	// Group j holds step j's activations (and, from the loop, a chunk's
+	// bytes); the prologue's first also chunk 0's.
 	issueR(0, kbeg);
-	issueB(0, kbeg);
-	cp_async_commit();
-	cp_async_wait_all();
+#pragma unroll
+	for (int j = 0; j < AHEAD; j++) {
+		if (j < steps) issueB(j, kbeg + j * KT);
+		cp_async_commit();
+	}
+	cp_async_wait<AHEAD - 1>();
 	__syncthreads();
 	decodeA(0, kbeg);
 	__syncthreads();
 	for (int s = 0; s < steps; s++) {
-		int k0 = kbeg + s * KT, kn = k0 + KT, buf = s & 1;
-		bool more = s + 1 < steps;
-		if (more) issueB(buf ^ 1, kn);
+		int k0 = kbeg + s * KT, kn = k0 + KT;
+		// Stage (s+AHEAD) % NB was read in step s-1, before its barrier.
+		if (s + AHEAD < steps) issueB((s + AHEAD) % NB, k0 + AHEAD * KT);
 		// The next chunk's bytes, a chunk ahead: its buffer was last read
-		// by the decode of this chunk's first step, two barriers ago.
+		// by the decode of this chunk's first step, two barriers ago; they
+		// are waited for with step s+AHEAD's activations, before the decode
+		// of the next chunk's first step (AHEAD ≤ 7).
 		if ((k0 - kbeg) % CH == 0 && k0 + CH < kend) issueR(((k0 - kbeg) / CH + 1) & 1, k0 + CH);
 		cp_async_commit();
-		uint32_t abase = smem_addr(A + buf * MT * KP), bbase = smem_addr(B + buf * NK * KP);
+		uint32_t abase = smem_addr(A + (s & 1) * MT * KP), bbase = smem_addr(B + (s % NB) * NK * KP);
 #pragma unroll
 		for (int kk = 0; kk < KT; kk += 16) {
 			uint32_t af[2][4], bf[NF][2];
@@ -226,15 +242,10 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 #pragma unroll
 				for (int j = 0; j < NF; j++) mma_f16(acc[i][j], af[i], bf[j][0], bf[j][1]);
 		}
-		if (more) {
-			if ((kn - kbeg) % CH == 0) {
-				// A new chunk: every thread's copies of it must have landed.
-				cp_async_wait_all();
-				__syncthreads();
-			}
-			decodeA(buf ^ 1, kn);
-		}
-		cp_async_wait_all();
+		if (s + 1 < steps) decodeA((s + 1) & 1, kn);
+		// Step s+1's activations (group s+1) must have landed; the AHEAD-1
+		// newer groups may still be in flight.
+		cp_async_wait<AHEAD - 1>();
 		__syncthreads();
 	}
 	// Fragment c0, c1 are row g, tokens 2·tig and 2·tig+1; c2, c3 row g+8.
