@@ -155,6 +155,10 @@ type Device struct {
 	nmmtP  int64  // bytes mmtP has room for
 	mmtX   dptr   // a prefill mat-mul's activations rounded to f16 (launchMMT)
 	nmmtX  int64  // bytes mmtX has room for
+	attP   dptr   // split attention's parts (attendAt)
+	nattP  int64  // bytes attP has room for
+	attC   dptr   // split attention's counts of finished parts, one int a row and head (zero between launches)
+	nattC  int64  // bytes attC has room for
 	stream stream // every launch goes here (graphs need a stream of our own)
 	graphs map[string]*graph
 	seen   map[string]bool // batches run once, captured when seen again

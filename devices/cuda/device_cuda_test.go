@@ -453,6 +453,46 @@ func TestPromptAttention(t *testing.T) {
 	}
 }
 
+// TestSplitAttention checks decode steps whose span is split over several
+// blocks (flash-decoding: parts of at least 256 keys, at most attParts): a
+// step of one row and one of three after a 4100-token prompt (17 parts'
+// worth of keys, so 16 parts of 257), and one of one row at 300 (two parts),
+// against float64 attention within 1e-5 of max|v|, as the unsplit kernel.
+func TestSplitAttention(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(33, 34))
+	a := ops.AttnParams{Heads: 8, KVHeads: 2, HeadDim: 64, Context: 4200}
+	op := &ops.Op{Kind: ops.Attention, Name: "attn", Layer: 300, Attn: a}
+	kdim := a.KVHeads * a.HeadDim
+	var ks, vs []float32
+	step := func(st ops.Step, check bool) {
+		n := len(st.Tokens)
+		q, k, v := verify.RandVec(r, n*a.Heads*a.HeadDim), verify.RandVec(r, n*kdim), verify.RandVec(r, n*kdim)
+		for _, x := range [][]float32{k, v} {
+			for i := range x {
+				x[i] = quant.F16ToF32(quant.F32ToF16(x[i]))
+			}
+		}
+		ks, vs = append(ks, k...), append(vs, v...)
+		got := runOp(t, g, op, st, nil, len(q), q, k, v)
+		if !check {
+			return
+		}
+		want := attentionRef(q, ks, vs, a, st.Pos)
+		vmax := verify.MaxAbs(vs)
+		e, i := verify.MaxErr(got, func(i int) float64 { return want[i] }, func(int) float64 { return vmax })
+		if e > 1e-5 {
+			t.Fatalf("pos %d, %d rows: out[%d] = %g, want %g (error %.3g of max|v| > 1e-5)", st.Pos, n, i, got[i], want[i], e)
+		}
+		t.Logf("pos %d, %d rows: max error %.2g of max|v|", st.Pos, n, e)
+	}
+	step(ops.Step{Tokens: make([]int32, 299), Pos: 0}, false)
+	step(ops.Step{Tokens: make([]int32, 1), Pos: 299}, true)
+	step(ops.Step{Tokens: make([]int32, 3800), Pos: 300}, false)
+	step(ops.Step{Tokens: make([]int32, 1), Pos: 4100}, true)
+	step(ops.Step{Tokens: make([]int32, 3), Pos: 4101}, true)
+}
+
 // TestDevice checks what the interface promises besides ops: Info, Supports,
 // views sharing memory, writes and reads of part of a buffer, and errors.
 func TestDevice(t *testing.T) {

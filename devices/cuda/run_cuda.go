@@ -615,11 +615,40 @@ func (d *Device) kvFor(op *ops.Op) (*kvCache, error) {
 		c = &kvCache{k: k, v: v, ctx: a.Context, dim: dim}
 		d.kv[op.Layer] = c
 	}
+	// The split attention's scratch is made here, with the caches, not at
+	// a launch that a decode step's graph capture may hold.
+	if need := int64(attSplitRows*a.Heads*attParts*(2+a.HeadDim)) * 4; need > d.nattP {
+		if err := d.regrow(&d.attP, need); err != nil {
+			return nil, fmt.Errorf("attention scratch: %w", err)
+		}
+		d.nattP = need
+	}
+	if need := int64(attSplitRows*a.Heads) * 4; need > d.nattC {
+		if err := d.regrow(&d.attC, need); err != nil {
+			return nil, fmt.Errorf("attention scratch: %w", err)
+		}
+		z, err := d.staging(int(need))
+		if err != nil {
+			return nil, err
+		}
+		clear(z)
+		if err := memcpyHtoD(d.attC, d.stage, need); err != nil {
+			return nil, fmt.Errorf("attention scratch: %w", err)
+		}
+		d.nattC = need
+	}
 	return c, nil
 }
 
 // attWarps is the attention kernel's warps per block (ATT_WARPS).
 const attWarps = 16
+
+// attParts is the most blocks a row's span is split over (ATT_PARTS in
+// kernels/attention.cu), each part at least ATT_SPLIT (256) keys:
+// flash-decoding, so that a decode step at depth has more than one block a
+// head. Steps of up to attSplitRows rows split (decode, batched decode);
+// longer ones have blocks enough.
+const attParts, attSplitRows = 16, 32
 
 // fattnMin is the fewest query rows of one sequence whose attention runs on
 // tensor cores (fattn_d64, fattn_d128 in kernels/attention.cu): a block
@@ -666,6 +695,10 @@ func (d *Device) attendAt(op *ops.Op, n int, q, out *Buffer, c *kvCache, rows ui
 	case a.HeadDim <= 128:
 		k = d.k.attentionT4
 	}
-	return launch(k, a.Heads, n, 32*attWarps, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
-		i32(a.Heads).i32(a.KVHeads).i32(a.HeadDim).ptr(uintptr(d.tokens)).f32(scale).ptr(rows))
+	parts := 1
+	if n <= attSplitRows {
+		parts = attParts
+	}
+	return launch(k, a.Heads, n*parts, 32*attWarps, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
+		i32(a.Heads).i32(a.KVHeads).i32(a.HeadDim).ptr(uintptr(d.tokens)).f32(scale).ptr(rows).ptr(uintptr(d.attP)).ptr(uintptr(d.attC)).i32(parts))
 }

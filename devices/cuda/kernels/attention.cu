@@ -11,8 +11,7 @@
 // takes keys w, w+ATT_WARPS, … with an online softmax (running max, sum and
 // value accumulator per warp; lane l holds features l, l+32, …), then the
 // warps' partial results are merged through shared memory. Bound: reading the
-// cache; a decode step has only `heads` blocks, so long contexts would want
-// the span split over more blocks (flash-decoding), not done yet.
+// cache; long spans are split over several blocks (below).
 #include <math.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -25,18 +24,35 @@
 // same code with the loops cut to what those heads use. TinyLlama's (64)
 // prompt attention took 626 µs a layer at pp512 on the H100 in the general
 // one, 44% of the prefill (ncu).
+//
+// Split spans (flash-decoding): blockIdx.y is row·S + z, and the span a row
+// sees is cut into parts of at least ATT_SPLIT keys, at most S of them; block
+// z takes part z (a block past the last part returns at once). With one
+// part the block writes the row's output itself. With more, each block
+// writes its part's maximum, sum and unnormalised output to part, and the
+// last block of the row and head to finish (counted in count, which it
+// resets) merges them in the order of z. A decode step at depth 4096 has 16
+// blocks a head instead of one. The parts depend only on the row's span, so
+// a row of a batched step computes what the same row's decode step does.
+#define ATT_SPLIT 256 // the fewest keys of a part (attSplit in run_cuda.go)
+#define ATT_PARTS 16  // the most parts (attParts in run_cuda.go)
 template <int MAX_T>
 __device__ __forceinline__ void attn(const float *q, const __half *kc, const __half *vc, float *out, int heads, int kvHeads,
-                                     int headDim, const int *posp, float scale, const int *rowp) {
+                                     int headDim, const int *posp, float scale, const int *rowp, float *part, int *count, int S) {
 	int pos = *posp; // the step's position, read from the device
 	__shared__ float sm[ATT_WARPS][2 + 32 * MAX_T];
-	int h = blockIdx.x, i = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	__shared__ float fz[ATT_PARTS];
+	__shared__ int last;
+	int h = blockIdx.x, i = blockIdx.y / S, z = blockIdx.y % S, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	int dim = kvHeads * headDim, kh = (h / (heads / kvHeads)) * headDim, span = pos + i + 1;
 	if (rowp) {
 		span = rowp[2 * i] + 1;
 		long long cell = rowp[2 * i + 1];
 		kc += cell * dim, vc += cell * dim;
 	}
+	int chunk = max(ATT_SPLIT, (span + S - 1) / S), parts = (span + chunk - 1) / chunk;
+	if (z >= parts) return;
+	int lo = z * chunk, hi = min(span, lo + chunk);
 	const float *qi = q + ((long long)i * heads + h) * headDim;
 	float qr[MAX_T], acc[MAX_T];
 #pragma unroll
@@ -46,7 +62,7 @@ __device__ __forceinline__ void attn(const float *q, const __half *kc, const __h
 		acc[t] = 0;
 	}
 	float m = -INFINITY, s = 0;
-	for (int j = warp; j < span; j += ATT_WARPS) {
+	for (int j = lo + warp; j < hi; j += ATT_WARPS) {
 		const __half *kr = kc + (long long)j * dim + kh, *vr = vc + (long long)j * dim + kh;
 		float dot = 0;
 #pragma unroll
@@ -75,23 +91,60 @@ __device__ __forceinline__ void attn(const float *q, const __half *kc, const __h
 	__syncthreads();
 	float M = -INFINITY;
 	for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, sm[w][0]);
-	float S = 0, f[ATT_WARPS];
+	float S1 = 0, f[ATT_WARPS];
 	for (int w = 0; w < ATT_WARPS; w++) {
 		f[w] = sm[w][1] > 0 ? expf(sm[w][0] - M) : 0;
-		S += sm[w][1] * f[w];
+		S1 += sm[w][1] * f[w];
 	}
 	float *o = out + ((long long)i * heads + h) * headDim;
+	if (parts == 1) {
+		for (int d = threadIdx.x; d < headDim; d += blockDim.x) {
+			float v = 0;
+			for (int w = 0; w < ATT_WARPS; w++) v += sm[w][2 + d] * f[w];
+			o[d] = v / S1;
+		}
+		return;
+	}
+	long long row = (long long)i * heads + h;
+	float *pp = part + (row * S + z) * (2 + headDim);
 	for (int d = threadIdx.x; d < headDim; d += blockDim.x) {
 		float v = 0;
 		for (int w = 0; w < ATT_WARPS; w++) v += sm[w][2 + d] * f[w];
-		o[d] = v / S;
+		pp[2 + d] = v;
+	}
+	if (threadIdx.x == 0) pp[0] = M, pp[1] = S1;
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0) last = atomicAdd(count + row, 1) == parts - 1;
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+	const float *pr = part + row * S * (2 + headDim);
+	if (threadIdx.x == 0) {
+		float Mx = -INFINITY;
+		for (int y = 0; y < parts; y++) Mx = fmaxf(Mx, __ldcg(pr + y * (2 + headDim)));
+		float tot = 0;
+		for (int y = 0; y < parts; y++) {
+			float sy = __ldcg(pr + y * (2 + headDim) + 1);
+			fz[y] = sy > 0 ? expf(__ldcg(pr + y * (2 + headDim)) - Mx) : 0;
+			tot += sy * fz[y];
+		}
+		sm[0][0] = tot;
+		count[row] = 0;
+	}
+	__syncthreads();
+	float tot = sm[0][0];
+	for (int d = threadIdx.x; d < headDim; d += blockDim.x) {
+		float v = 0;
+		for (int y = 0; y < parts; y++) v += __ldcg(pr + y * (2 + headDim) + 2 + d) * fz[y];
+		o[d] = v / tot;
 	}
 }
 
 #define ATTENTION(name, t)                                                                                                   \
 	extern "C" __global__ void name(const float *q, const __half *kc, const __half *vc, float *out, int heads, int kvHeads, \
-	                                int headDim, const int *posp, float scale, const int *rowp) {                           \
-		attn<t>(q, kc, vc, out, heads, kvHeads, headDim, posp, scale, rowp);                                                \
+	                                int headDim, const int *posp, float scale, const int *rowp, float *part, int *count, int S) { \
+		attn<t>(q, kc, vc, out, heads, kvHeads, headDim, posp, scale, rowp, part, count, S);                                \
 	}
 ATTENTION(attention, 8)
 ATTENTION(attention_t2, 2)
