@@ -144,8 +144,9 @@ template <int NK, int WT, int T>
 __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int rs, const half *X, float *Y, int rows, int cols, int n, int ks,
                                     int tt) {
 	constexpr int WN = NK / WT, THREADS = 2 * WN * 32, NF = WT / 8, WARPS = THREADS / 32;
+	constexpr int NB = AHEAD + 1;                             // activation stages
+	constexpr int PX = NK * 4 / THREADS, PW = MT * 4 / THREADS; // a thread's activation pieces and weight pieces a step
 	extern __shared__ __align__(16) uint8_t smem[];
-	constexpr int NB = AHEAD + 1;              // activation stages
 	half *A = (half *)smem;                    // [2][MT·KP]: decoded weights
 	half *B = A + 2 * MT * KP;                 // [NB][NK·KP]: activations
 	uint8_t *R = (uint8_t *)(B + NB * NK * KP); // [2][MT·rs]: the weights' bytes of a chunk
@@ -159,13 +160,27 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 	for (int i = 0; i < 2; i++)
 #pragma unroll
 		for (int j = 0; j < NF; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
-	auto issueB = [&](int buf, int k0) {
+	// Everything a step recomputes is an offset from what is set here: the
+	// activation pieces' sources (from column kbeg) and places in a stage,
+	// the weight pieces' rows, and the lanes' ldmatrix offsets.
+	const half *xs[PX];
+	uint32_t xd[PX], xn[PX];
 #pragma unroll
-		for (int i = 0; i < NK * 4 / THREADS; i++) {
-			int q = threadIdx.x + i * THREADS, t = q >> 2, e = 8 * (q & 3);
-			bool in = t0 + t < n;
-			cp_async16(B + buf * NK * KP + t * KP + e, in ? X + (long long)(t0 + t) * cols + k0 + e : X, in ? 16 : 0);
-		}
+	for (int i = 0; i < PX; i++) {
+		int q = threadIdx.x + i * THREADS, t = q >> 2, e = 8 * (q & 3);
+		bool in = t0 + t < n;
+		xs[i] = in ? X + (long long)(t0 + t) * cols + kbeg + e : X;
+		xd[i] = 2 * (t * KP + e), xn[i] = in ? 16 : 0;
+	}
+	uint32_t a0 = smem_addr(A), b0 = smem_addr(B);
+	uint32_t aoff[2], boff[NF / 2];
+#pragma unroll
+	for (int i = 0; i < 2; i++) aoff[i] = 2 * ((wr + 16 * i + (lane & 15)) * KP + 8 * (lane >> 4));
+#pragma unroll
+	for (int j = 0; j < NF; j += 2) boff[j / 2] = 2 * ((wt + 8 * j + (lane & 7) + 8 * (lane >> 4)) * KP + 8 * ((lane >> 3) & 1));
+	auto issueB = [&](int stage, int k) { // k: columns past kbeg
+#pragma unroll
+		for (int i = 0; i < PX; i++) cp_async16(smem + (B - A) * 2 + stage * NK * KP * 2 + xd[i], xs[i] + k, xn[i]);
 	};
 	// A chunk's bytes: [off, off+bytes) of each row, from off rounded down
 	// to 4 (rows start at multiples of 16: row strides are padded to 16).
@@ -184,17 +199,18 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 				for (int w = lane; w < words; w += 32) cp_async4(dst + 4 * w, src + 4 * w);
 		}
 	};
-	auto decodeA = [&](int buf, int k0) {
-		int c0 = kbeg + (k0 - kbeg) / CH * CH, rbuf = ((k0 - kbeg) / CH) & 1;
-		int sh = (int)(((long long)(c0 / CH) * cb) & 3);
+	// Step k (columns past kbeg) decoded into stage buf, from the chunk's
+	// bytes at raw (its buffer, past the row start's rounding).
+	auto decodeA = [&](int buf, int k, const uint8_t *raw) {
+		int b = k % CH;
 #pragma unroll
-		for (int i = 0; i < MT * 4 / THREADS; i++) {
+		for (int i = 0; i < PW; i++) {
 			int p = threadIdx.x + i * THREADS, r = p >> 2;
 			half *a = A + buf * MT * KP + r * KP;
 			if (r0 + r < rows) {
 				float w[8];
-				int e0, e1, b = k0 - c0;
-				Q<T>::deq(R + rbuf * MT * rs + r * rs + sh, (b >> 3) + (p & 3), w, e0, e1);
+				int e0, e1;
+				Q<T>::deq(raw + r * rs, (b >> 3) + (p & 3), w, e0, e1);
 				*(uint2 *)(a + e0 - b) = make_uint2(half2_bits(w[0], w[1]), half2_bits(w[2], w[3]));
 				*(uint2 *)(a + e1 - b) = make_uint2(half2_bits(w[4], w[5]), half2_bits(w[6], w[7]));
 			} else {
@@ -202,47 +218,51 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 			}
 		}
 	};
+	// raw returns chunk c's bytes in its buffer, past the row start's rounding.
+	auto raw = [&](int c) { return R + (c & 1) * MT * rs + (int)(((long long)(kbeg / CH + c) * cb) & 3); };
 	int steps = (kend - kbeg) / KT;
 	// Group j holds step j's activations (and, from the loop, a chunk's
 	// bytes); the prologue's first also chunk 0's.
 	issueR(0, kbeg);
 #pragma unroll
 	for (int j = 0; j < AHEAD; j++) {
-		if (j < steps) issueB(j, kbeg + j * KT);
+		if (j < steps) issueB(j, j * KT);
 		cp_async_commit();
 	}
 	cp_async_wait<AHEAD - 1>();
 	__syncthreads();
-	decodeA(0, kbeg);
+	decodeA(0, 0, raw(0));
 	__syncthreads();
+	int sb = 0, sn = AHEAD; // the stages step s reads and step s+AHEAD fills
 	for (int s = 0; s < steps; s++) {
-		int k0 = kbeg + s * KT, kn = k0 + KT;
-		// Stage (s+AHEAD) % NB was read in step s-1, before its barrier.
-		if (s + AHEAD < steps) issueB((s + AHEAD) % NB, k0 + AHEAD * KT);
+		int k = s * KT;
+		// Stage sn was read in step s-1, before its barrier.
+		if (s + AHEAD < steps) issueB(sn, k + AHEAD * KT);
 		// The next chunk's bytes, a chunk ahead: its buffer was last read
 		// by the decode of this chunk's first step, two barriers ago; they
 		// are waited for with step s+AHEAD's activations, before the decode
 		// of the next chunk's first step (AHEAD ≤ 7).
-		if ((k0 - kbeg) % CH == 0 && k0 + CH < kend) issueR(((k0 - kbeg) / CH + 1) & 1, k0 + CH);
+		if (k % CH == 0 && kbeg + k + CH < kend) issueR((k / CH + 1) & 1, kbeg + k + CH);
 		cp_async_commit();
-		uint32_t abase = smem_addr(A + (s & 1) * MT * KP), bbase = smem_addr(B + (s % NB) * NK * KP);
+		uint32_t abase = a0 + (s & 1) * MT * KP * 2, bbase = b0 + sb * NK * KP * 2;
 #pragma unroll
 		for (int kk = 0; kk < KT; kk += 16) {
 			uint32_t af[2][4], bf[NF][2];
 #pragma unroll
-			for (int i = 0; i < 2; i++) ldmatrix_x4(af[i], abase + 2 * ((wr + 16 * i + (lane & 15)) * KP + kk + 8 * (lane >> 4)));
+			for (int i = 0; i < 2; i++) ldmatrix_x4(af[i], abase + aoff[i] + 2 * kk);
 #pragma unroll
 			for (int j = 0; j < NF; j += 2) {
-				uint32_t b[4];
-				ldmatrix_x4(b, bbase + 2 * ((wt + 8 * j + (lane & 7) + 8 * (lane >> 4)) * KP + kk + 8 * ((lane >> 3) & 1)));
-				bf[j][0] = b[0], bf[j][1] = b[1], bf[j + 1][0] = b[2], bf[j + 1][1] = b[3];
+				uint32_t q[4];
+				ldmatrix_x4(q, bbase + boff[j / 2] + 2 * kk);
+				bf[j][0] = q[0], bf[j][1] = q[1], bf[j + 1][0] = q[2], bf[j + 1][1] = q[3];
 			}
 #pragma unroll
 			for (int i = 0; i < 2; i++)
 #pragma unroll
 				for (int j = 0; j < NF; j++) mma_f16(acc[i][j], af[i], bf[j][0], bf[j][1]);
 		}
-		if (s + 1 < steps) decodeA((s + 1) & 1, kn);
+		if (s + 1 < steps) decodeA((s + 1) & 1, k + KT, raw((k + KT) / CH));
+		sb = sb + 1 == NB ? 0 : sb + 1, sn = sn + 1 == NB ? 0 : sn + 1;
 		// Step s+1's activations (group s+1) must have landed; the AHEAD-1
 		// newer groups may still be in flight.
 		cp_async_wait<AHEAD - 1>();
