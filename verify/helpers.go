@@ -142,3 +142,44 @@ func NormRel(a, b []float32) float64 {
 	}
 	return math.Sqrt(num / den)
 }
+
+// AttentionRef is causal softmax attention in float64 of the query rows q
+// (at positions pos, pos+1, …; rows of Heads·HeadDim) over every position's
+// keys and values ks, vs (rows of KVHeads·HeadDim): the reference the
+// devices' attention kernels are checked against.
+func AttentionRef(q, ks, vs []float32, a ops.AttnParams, pos int) []float64 {
+	hd, heads, kdim := a.HeadDim, a.Heads, a.KVHeads*a.HeadDim
+	n := len(q) / (heads * hd)
+	want := make([]float64, len(q))
+	scale := 1 / math.Sqrt(float64(hd))
+	for i := range n {
+		for h := range heads {
+			kh := h / (heads / a.KVHeads) * hd
+			span := pos + i + 1
+			s := make([]float64, span)
+			m := math.Inf(-1)
+			for j := range span {
+				var dot float64
+				for f := range hd {
+					dot += float64(q[(i*heads+h)*hd+f]) * float64(ks[j*kdim+kh+f])
+				}
+				s[j] = dot * scale
+				m = max(m, s[j])
+			}
+			var sum float64
+			for j := range s {
+				s[j] = math.Exp(s[j] - m)
+				sum += s[j]
+			}
+			for f := range hd {
+				var o float64
+				for j := range span {
+					o += s[j] * float64(vs[j*kdim+kh+f])
+				}
+				want[(i*heads+h)*hd+f] = o / sum
+			}
+		}
+	}
+	return want
+}
+

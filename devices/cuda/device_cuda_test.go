@@ -359,7 +359,7 @@ func TestAttention(t *testing.T) {
 			ks, vs = append(ks, round16(k)...), append(vs, round16(v)...)
 			got := runOp(t, g, op, st, nil, len(q), q, k, v)
 			cpuOut := runOp(t, cpuDev, op, st, nil, len(q), q, k, v)
-			want := attentionRef(q, ks, vs, a, st.Pos)
+			want := verify.AttentionRef(q, ks, vs, a, st.Pos)
 			vmax := verify.MaxAbs(vs)
 			tol := 1e-5
 			if n >= fattnMin {
@@ -377,45 +377,6 @@ func TestAttention(t *testing.T) {
 			}
 		})
 	}
-}
-
-// attentionRef is causal softmax attention in float64 of the query rows q
-// (at positions pos, pos+1, …) over every position's keys and values ks, vs
-// (rows of KVHeads·HeadDim).
-func attentionRef(q, ks, vs []float32, a ops.AttnParams, pos int) []float64 {
-	hd, heads, kdim := a.HeadDim, a.Heads, a.KVHeads*a.HeadDim
-	n := len(q) / (heads * hd)
-	want := make([]float64, len(q))
-	scale := 1 / math.Sqrt(float64(hd))
-	for i := range n {
-		for h := range heads {
-			kh := h / (heads / a.KVHeads) * hd
-			span := pos + i + 1
-			s := make([]float64, span)
-			m := math.Inf(-1)
-			for j := range span {
-				var dot float64
-				for f := range hd {
-					dot += float64(q[(i*heads+h)*hd+f]) * float64(ks[j*kdim+kh+f])
-				}
-				s[j] = dot * scale
-				m = max(m, s[j])
-			}
-			var sum float64
-			for j := range s {
-				s[j] = math.Exp(s[j] - m)
-				sum += s[j]
-			}
-			for f := range hd {
-				var o float64
-				for j := range span {
-					o += s[j] * float64(vs[j*kdim+kh+f])
-				}
-				want[(i*heads+h)*hd+f] = o / sum
-			}
-		}
-	}
-	return want
 }
 
 // TestPromptAttention checks the tensor-core prompt attention (fattn_d64,
@@ -441,7 +402,7 @@ func TestPromptAttention(t *testing.T) {
 				}
 				ks, vs = append(ks, k...), append(vs, v...)
 				got := runOp(t, g, op, st, nil, len(q), q, k, v)
-				want := attentionRef(q, ks, vs, a, st.Pos)
+				want := verify.AttentionRef(q, ks, vs, a, st.Pos)
 				vmax := verify.MaxAbs(vs)
 				e, i := verify.MaxErr(got, func(i int) float64 { return want[i] }, func(int) float64 { return vmax })
 				if e > 2e-3 {
@@ -478,7 +439,7 @@ func TestSplitAttention(t *testing.T) {
 		if !check {
 			return
 		}
-		want := attentionRef(q, ks, vs, a, st.Pos)
+		want := verify.AttentionRef(q, ks, vs, a, st.Pos)
 		vmax := verify.MaxAbs(vs)
 		e, i := verify.MaxErr(got, func(i int) float64 { return want[i] }, func(int) float64 { return vmax })
 		if e > 1e-5 {

@@ -631,36 +631,7 @@ func testAttention(t *testing.T, h *harness, ref devices.Device, sum *results) {
 					}
 				}
 				cpuOut := onCPU(t, ref, op, st, nil, len(q), q, k, v)
-				want := make([]float64, len(q))
-				scale := 1 / math.Sqrt(float64(a.HeadDim))
-				for i := range n {
-					for hh := range a.Heads {
-						kh := hh / (a.Heads / a.KVHeads) * a.HeadDim
-						span := st.Pos + i + 1
-						sc := make([]float64, span)
-						m := math.Inf(-1)
-						for j := range span {
-							var dot float64
-							for f := range a.HeadDim {
-								dot += float64(q[(i*a.Heads+hh)*a.HeadDim+f]) * float64(ks[j*kdim+kh+f])
-							}
-							sc[j] = dot * scale
-							m = max(m, sc[j])
-						}
-						var z float64
-						for j := range sc {
-							sc[j] = math.Exp(sc[j] - m)
-							z += sc[j]
-						}
-						for f := range a.HeadDim {
-							var o float64
-							for j := range span {
-								o += sc[j] * float64(vs[j*kdim+kh+f])
-							}
-							want[(i*a.Heads+hh)*a.HeadDim+f] = o / z
-						}
-					}
-				}
+				want := verify.AttentionRef(q, ks, vs, a, st.Pos)
 				vmax := verify.MaxAbs(vs)
 				e, i := verify.MaxErr(got, func(i int) float64 { return want[i] }, func(int) float64 { return vmax })
 				if e > 1e-5 {
