@@ -182,4 +182,3 @@ func AttentionRef(q, ks, vs []float32, a ops.AttnParams, pos int) []float64 {
 	}
 	return want
 }
-
