@@ -12,7 +12,6 @@ import (
 	"hybrid/models/builtin"
 	"hybrid/models/gguf"
 	"hybrid/models/llama"
-	"hybrid/models/synth"
 	"hybrid/ops"
 )
 
@@ -217,22 +216,7 @@ func llama7bGraph(t *testing.T) *ops.Graph { return presetGraph(t, "llama-7b", 4
 
 // presetGraph is the decode graph of a synth preset's shape in Q4_0 with a
 // context of ctx.
-func presetGraph(t *testing.T, preset string, ctx int) *ops.Graph {
-	t.Helper()
-	p, err := synth.LookupPreset(preset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ft, err := synth.LookupFileType("Q4_0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := llama.Build(p.Config(), ft.Types(p), 1, 0, ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
+func presetGraph(t *testing.T, preset string, ctx int) *ops.Graph { return stepGraph(t, preset, 1, ctx) }
 
 // TestMemoryCapSplitsTheModel caps the simulated H100 so that TinyLlama's
 // weights do not all fit: the plan must respect the cap, and so split the

@@ -161,13 +161,7 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 // device holds the weight as binary16, 2 bytes per element, whatever its
 // type in the file.
 func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
-	if d.spec.FP16 {
-		var err error
-		if w, data, err = weightF16(w, data); err != nil {
-			return fmt.Errorf("%s: %w", d.Name(), err)
-		}
-	}
-	if err := d.Device.LoadWeight(w, data); err != nil {
+	if err := d.hold(w, data); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -195,16 +189,22 @@ func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 	}
 	d.streamed = append(d.streamed, w.Name)
 	d.mu.Unlock()
+	if err := d.hold(w, data); err != nil {
+		return err
+	}
+	return d.checkMemory("streamed weight " + w.Name)
+}
+
+// hold loads w on the CPU device it computes on, as binary16 on an fp16
+// device.
+func (d *Device) hold(w *ops.Weight, data []byte) error {
 	if d.spec.FP16 {
 		var err error
 		if w, data, err = weightF16(w, data); err != nil {
 			return fmt.Errorf("%s: %w", d.Name(), err)
 		}
 	}
-	if err := d.Device.LoadWeight(w, data); err != nil {
-		return err
-	}
-	return d.checkMemory("streamed weight " + w.Name)
+	return d.Device.LoadWeight(w, data)
 }
 
 // Alloc implements devices.Device within the profile's memory.

@@ -58,12 +58,7 @@ func TestLowBitKernelBitIdentical(t *testing.T) {
 								clear(x[i : i+bsz])
 							}
 						}
-						xs := p.scratch.prepare(p, k, x, 1, cols)
-						stride := len(w) / rows
-						want := make([]float32, rows)
-						got := make([]float32, rows)
-						ref.rows(w, stride, &xs[0], want)
-						k.rows(w, stride, &xs[0], got)
+						want, got := rowsPair(p, k, w, rows, x, ref.rows, k.rows)
 						for r := range rows {
 							g, w := got[r], want[r]
 							if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
@@ -101,4 +96,17 @@ func BenchmarkLowBitRows(b *testing.B) {
 			}
 		}
 	}
+}
+
+// rowsPair runs two row kernels over the same rows of weights w and the
+// activations x, quantized once as k takes them, and returns the first's
+// results and the second's: the tests that require two kernels to agree to
+// the bit.
+func rowsPair(p *Pool, k *kernel, w []byte, rows int, x []float32, a, b func([]byte, int, *xrow, []float32)) (want, got []float32) {
+	xs := p.scratch.prepare(p, k, x, 1, len(x))
+	stride := len(w) / rows
+	want, got = make([]float32, rows), make([]float32, rows)
+	a(w, stride, &xs[0], want)
+	b(w, stride, &xs[0], got)
+	return want, got
 }

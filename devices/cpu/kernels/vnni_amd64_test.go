@@ -49,12 +49,7 @@ func TestVNNIRowsBitIdentical(t *testing.T) {
 							x[i] = float32(1 - 2*rng.IntN(2))
 						}
 					}
-					xs := p.scratch.prepare(p, k, x, 1, cols)
-					stride := len(w) / rows
-					want := make([]float32, rows)
-					got := make([]float32, rows)
-					c.avx2(w, stride, &xs[0], want)
-					c.vnni(w, stride, &xs[0], got)
+					want, got := rowsPair(p, k, w, rows, x, c.avx2, c.vnni)
 					for r := range rows {
 						if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
 							t.Errorf("row %d: VNNI %g (%#08x), AVX2 %g (%#08x)", r, got[r], math.Float32bits(got[r]), want[r], math.Float32bits(want[r]))
