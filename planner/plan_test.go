@@ -216,7 +216,9 @@ func llama7bGraph(t *testing.T) *ops.Graph { return presetGraph(t, "llama-7b", 4
 
 // presetGraph is the decode graph of a synth preset's shape in Q4_0 with a
 // context of ctx.
-func presetGraph(t *testing.T, preset string, ctx int) *ops.Graph { return stepGraph(t, preset, 1, ctx) }
+func presetGraph(t *testing.T, preset string, ctx int) *ops.Graph {
+	return stepGraph(t, preset, 1, ctx)
+}
 
 // TestMemoryCapSplitsTheModel caps the simulated H100 so that TinyLlama's
 // weights do not all fit: the plan must respect the cap, and so split the
