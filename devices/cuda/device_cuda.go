@@ -141,6 +141,8 @@ type Device struct {
 	ctx    context
 	hasCtx bool
 	k      *kernels
+	sms    int            // multiprocessors
+	occ    map[occKey]int // blocks a wave, by launch shape (wave)
 	slots  [maxArgs]uint64
 	kv     map[int]*kvCache
 	allocs map[dptr]int64 // bytes of every live allocation
@@ -235,6 +237,9 @@ func New(ordinal int) (*Device, error) {
 			return err
 		}
 		d.ntok = 512
+		if d.sms, err = multiprocessors(dev); err != nil {
+			return err
+		}
 		d.k, err = loadKernels()
 		return err
 	})

@@ -111,6 +111,13 @@ func gpuInfo(ordinal int) (C.CUdevice, string, int64, error) {
 	return dev, C.GoString(&name[0]), int64(mem), nil
 }
 
+// multiprocessors returns a GPU's multiprocessor count.
+func multiprocessors(dev C.CUdevice) (int, error) {
+	var n C.int
+	err := cuErr("cuDeviceGetAttribute", C.cuDeviceGetAttribute(&n, C.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))
+	return int(n), err
+}
+
 // gpuHandle is a GPU as the driver names it.
 type gpuHandle = C.CUdevice
 

@@ -358,7 +358,32 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		ptr(yp[0]).ptr(yp[1]).ptr(yp[2]).i32(rows[0]).i32(rows[1]).i32(rows[2]).
 		i32(mode).ptr(ptr(res)).ptr(ptr(sum))
 	const warps = 8 // MV_THREADS / 32
-	return launchShared(d.k.byType[w0.typ].mv, (total+warps-1)/warps, 1, 32*warps, stageBytes(w0.typ, cols), a)
+	k, shmem := d.k.byType[w0.typ].mv, stageBytes(w0.typ, cols)
+	blocks, err := mvBlocks(d, k, (total+warps-1)/warps, shmem)
+	if err != nil {
+		return err
+	}
+	return launchShared(k, blocks, 1, 32*warps, shmem, a)
+}
+
+// mvWave limits a mat-vec launch to one wave (mvBlocks); tests turn it off
+// to measure a block for every eight rows.
+var mvWave = true
+
+// mvBlocks is the grid of a mat-vec launch that needs need blocks of eight
+// rows: at most one wave of k, each warp then taking rows a grid's warps
+// apart, spread so that every warp takes as many as the busiest (a block
+// stages its input once for all of its rows).
+func mvBlocks(d *Device, k kernel, need, shmem int) (int, error) {
+	if !mvWave {
+		return need, nil
+	}
+	w, err := d.wave(k, 256, shmem)
+	if err != nil {
+		return 0, err
+	}
+	per := (need + w - 1) / w // rows of each warp
+	return (need + per - 1) / per, nil
 }
 
 // mvbShared is the most shared memory an mvb block stages activation rows

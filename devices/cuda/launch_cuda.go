@@ -19,6 +19,10 @@ static CUresult hy_launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, u
 	return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, shmem, s, p, 0);
 }
 
+// hy_occupancy is how many blocks of bx threads and shmem bytes of dynamic
+// shared memory of f one multiprocessor holds at once.
+static CUresult hy_occupancy(int *n, CUfunction f, int bx, size_t shmem) { return cuOccupancyMaxActiveBlocksPerMultiprocessor(n, f, bx, shmem); }
+
 // The device's stream synchronises with the legacy default stream (which
 // the synchronous copies of driver_cuda.go use), so the order of all its
 // work is kept.
@@ -166,6 +170,31 @@ func launchShared(k kernel, gx, gy, bx, shmem int, a *args) error {
 		return fmt.Errorf("launch %s (%d×%d blocks of %d): %s", k.name, gx, gy, bx, C.GoString(C.hy_err(r)))
 	}
 	return nil
+}
+
+// wave is the most blocks of bx threads and shmem bytes of dynamic shared
+// memory of k that the GPU runs at once (one wave), at least one.
+func (d *Device) wave(k kernel, bx, shmem int) (int, error) {
+	key := occKey{k.fn, bx, shmem}
+	if n, ok := d.occ[key]; ok {
+		return n, nil
+	}
+	var n C.int
+	if r := C.hy_occupancy(&n, k.fn, C.int(bx), C.size_t(shmem)); r != 0 {
+		return 0, fmt.Errorf("cuOccupancyMaxActiveBlocksPerMultiprocessor %s: %s", k.name, C.GoString(C.hy_err(r)))
+	}
+	w := max(1, int(n)*d.sms)
+	if d.occ == nil {
+		d.occ = map[occKey]int{}
+	}
+	d.occ[key] = w
+	return w, nil
+}
+
+// occKey is a kernel's launch shape, for wave.
+type occKey struct {
+	fn        C.CUfunction
+	bx, shmem int
 }
 
 // hostAlloc returns n bytes of page-locked host memory.

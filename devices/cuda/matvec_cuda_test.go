@@ -1,0 +1,148 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"hybrid/ops"
+	"hybrid/quant"
+	"hybrid/verify"
+)
+
+// TestDecodeMatVec times the decode mat-vec (launchMV) at the shapes of
+// TinyLlama's and Llama-7B's layers as a decode step runs it: one CUDA
+// graph of back-to-back launches over copies of the weight that together
+// exceed the 50 MB L2, replayed, with the GPU's time taken by events; with
+// the grid of one wave (mvWave) and with a block for every eight rows. It
+// logs µs per mat-vec and weight bytes per second, and checks that both
+// grids compute the same products.
+func TestDecodeMatVec(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing")
+	}
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(21, 22))
+	shapes := []struct {
+		rows, cols int
+		silu       bool // gate and up, as one launch with SiLU·mul
+		norm       bool // the input RMS-normalised first
+	}{
+		{2560, 2048, false, false}, {2560, 2048, false, true}, {2048, 2048, false, false}, {5632, 2048, true, false}, {5632, 2048, true, true},
+		{2048, 5632, false, false}, {4096, 4096, false, false}, {12288, 4096, false, true}, {11008, 4096, true, false}, {4096, 11008, false, false},
+	}
+	type variant struct {
+		name string
+		wave bool
+	}
+	vs := []variant{{"one-wave", true}, {"all-blocks", false}}
+	defer func(w bool) { mvWave = w }(mvWave)
+	only := os.Getenv("HYBRID_MATVEC_ONLY") // "Q4_K 4096x11008": one type and shape
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.Q8_0} {
+		for _, sh := range shapes {
+			if only != "" && only != fmt.Sprintf("%s %dx%d", typ, sh.rows, sh.cols) {
+				continue
+			}
+			data, _ := quantized(t, r, typ, sh.rows, sh.cols)
+			nws := 1
+			if sh.silu {
+				nws = 2
+			}
+			copies := min(64, max(4, int(256<<20/(nws*len(data)))))
+			ws := make([][]mvWeight, copies)
+			x, err := g.Alloc(sh.cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Write(x, verify.RandVec(r, sh.cols))
+			var nw uintptr
+			var nout *Buffer
+			if sh.norm {
+				b, err := g.Alloc(sh.cols)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g.Write(b, verify.RandVec(r, sh.cols))
+				o, err := g.Alloc(sh.cols)
+				if err != nil {
+					t.Fatal(err)
+				}
+				nw, nout = uintptr(b.(*Buffer).ptr), o.(*Buffer)
+			}
+			var ys []*Buffer
+			for range 3 {
+				y, err := g.Alloc(sh.rows)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ys = append(ys, y.(*Buffer))
+			}
+			for c := range copies {
+				for j := range nws {
+					w := &ops.Weight{Name: fmt.Sprintf("mv.%s.%dx%d.%d.%d", typ, sh.rows, sh.cols, c, j), Type: typ, Rows: sh.rows, Cols: sh.cols}
+					if err := g.LoadWeight(w, data); err != nil {
+						t.Fatal(err)
+					}
+					ws[c] = append(ws[c], mvWeight{g.weights[w.Name], ys[j]})
+				}
+			}
+			mode := mvPlain
+			if sh.silu {
+				mode = mvSiLU
+			}
+			line := fmt.Sprintf("MATVEC %-5s %5dx%-5d x%d %-4s %-4s %2d copies:", typ, sh.rows, sh.cols, nws, map[bool]string{false: "", true: "silu"}[sh.silu], map[bool]string{false: "", true: "norm"}[sh.norm], copies)
+			var outs [][]float32
+			for _, v := range vs {
+				mvWave = v.wave
+				var el time.Duration
+				const reps = 5
+				err := g.do(func() error {
+					gr, err := g.stream.capture(func() error {
+						for c := range copies {
+							if err := g.launchMV(x.(*Buffer), nw, nout, 1e-5, ws[c], mode, nil, ys[2]); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					if err != nil {
+						return err
+					}
+					defer gr.free()
+					if err := gr.launch(g.stream); err != nil { // warm up
+						return err
+					}
+					el, err = timeOnGPU(func() error {
+						for range reps {
+							if err := gr.launch(g.stream); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				per := el / time.Duration(reps*copies)
+				line += fmt.Sprintf("  %s %.2f µs %.0f GB/s", v.name, per.Seconds()*1e6, float64(nws*len(data))/per.Seconds()/1e9)
+				out := make([]float32, sh.rows)
+				g.Read(out, ys[0])
+				outs = append(outs, out)
+			}
+			for i := 1; i < len(outs); i++ {
+				for j := range outs[0] {
+					if outs[i][j] != outs[0][j] {
+						t.Fatalf("%s %dx%d: row %d is %v under %s, %v under %s", typ, sh.rows, sh.cols, j, outs[i][j], vs[i].name, outs[0][j], vs[0].name)
+					}
+				}
+			}
+			t.Log(line)
+		}
+	}
+}
