@@ -422,36 +422,46 @@ func TestPromptAttention(t *testing.T) {
 func TestSplitAttention(t *testing.T) {
 	g := gpu(t)
 	r := rand.New(rand.NewPCG(33, 34))
-	a := ops.AttnParams{Heads: 8, KVHeads: 2, HeadDim: 64, Context: 4200}
-	op := &ops.Op{Kind: ops.Attention, Name: "attn", Layer: 300, Attn: a}
-	kdim := a.KVHeads * a.HeadDim
-	var ks, vs []float32
-	step := func(st ops.Step, check bool) {
-		n := len(st.Tokens)
-		q, k, v := verify.RandVec(r, n*a.Heads*a.HeadDim), verify.RandVec(r, n*kdim), verify.RandVec(r, n*kdim)
-		for _, x := range [][]float32{k, v} {
-			for i := range x {
-				x[i] = quant.F16ToF32(quant.F32ToF16(x[i]))
+	// Head sizes of the three kernels (attention_t2, _t4 and the general
+	// one), one that is not a multiple of 64, and one not of 8 (no 16-byte
+	// key loads); grouped and plain multi-head attention.
+	for c, a := range []ops.AttnParams{
+		{Heads: 8, KVHeads: 2, HeadDim: 64, Context: 4200}, {Heads: 4, KVHeads: 4, HeadDim: 128, Context: 4200},
+		{Heads: 6, KVHeads: 2, HeadDim: 80, Context: 4200}, {Heads: 2, KVHeads: 1, HeadDim: 256, Context: 4200},
+		{Heads: 4, KVHeads: 2, HeadDim: 36, Context: 4200},
+	} {
+		t.Run(fmt.Sprintf("heads=%d/%d,dim=%d", a.Heads, a.KVHeads, a.HeadDim), func(t *testing.T) {
+			op := &ops.Op{Kind: ops.Attention, Name: "attn", Layer: 300 + c, Attn: a}
+			kdim := a.KVHeads * a.HeadDim
+			var ks, vs []float32
+			step := func(st ops.Step, check bool) {
+				n := len(st.Tokens)
+				q, k, v := verify.RandVec(r, n*a.Heads*a.HeadDim), verify.RandVec(r, n*kdim), verify.RandVec(r, n*kdim)
+				for _, x := range [][]float32{k, v} {
+					for i := range x {
+						x[i] = quant.F16ToF32(quant.F32ToF16(x[i]))
+					}
+				}
+				ks, vs = append(ks, k...), append(vs, v...)
+				got := runOp(t, g, op, st, nil, len(q), q, k, v)
+				if !check {
+					return
+				}
+				want := verify.AttentionRef(q, ks, vs, a, st.Pos)
+				vmax := verify.MaxAbs(vs)
+				e, i := verify.MaxErr(got, func(i int) float64 { return want[i] }, func(int) float64 { return vmax })
+				if e > 1e-5 {
+					t.Fatalf("pos %d, %d rows: out[%d] = %g, want %g (error %.3g of max|v| > 1e-5)", st.Pos, n, i, got[i], want[i], e)
+				}
+				t.Logf("pos %d, %d rows: max error %.2g of max|v|", st.Pos, n, e)
 			}
-		}
-		ks, vs = append(ks, k...), append(vs, v...)
-		got := runOp(t, g, op, st, nil, len(q), q, k, v)
-		if !check {
-			return
-		}
-		want := verify.AttentionRef(q, ks, vs, a, st.Pos)
-		vmax := verify.MaxAbs(vs)
-		e, i := verify.MaxErr(got, func(i int) float64 { return want[i] }, func(int) float64 { return vmax })
-		if e > 1e-5 {
-			t.Fatalf("pos %d, %d rows: out[%d] = %g, want %g (error %.3g of max|v| > 1e-5)", st.Pos, n, i, got[i], want[i], e)
-		}
-		t.Logf("pos %d, %d rows: max error %.2g of max|v|", st.Pos, n, e)
+			step(ops.Step{Tokens: make([]int32, 299), Pos: 0}, false)
+			step(ops.Step{Tokens: make([]int32, 1), Pos: 299}, true)
+			step(ops.Step{Tokens: make([]int32, 3800), Pos: 300}, false)
+			step(ops.Step{Tokens: make([]int32, 1), Pos: 4100}, true)
+			step(ops.Step{Tokens: make([]int32, 3), Pos: 4101}, true)
+		})
 	}
-	step(ops.Step{Tokens: make([]int32, 299), Pos: 0}, false)
-	step(ops.Step{Tokens: make([]int32, 1), Pos: 299}, true)
-	step(ops.Step{Tokens: make([]int32, 3800), Pos: 300}, false)
-	step(ops.Step{Tokens: make([]int32, 1), Pos: 4100}, true)
-	step(ops.Step{Tokens: make([]int32, 3), Pos: 4101}, true)
 }
 
 // TestDevice checks what the interface promises besides ops: Info, Supports,

@@ -146,3 +146,69 @@ func TestDecodeMatVec(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeAttention times a decode step's attention at depths 256 to
+// 4096 (one layer: TinyLlama's 32 query heads on 4 KV heads of 64, and
+// Llama-7B's 32 heads of 128) as a decode step runs it, in a replayed CUDA
+// graph, and logs µs per layer and the cache bytes read per second.
+func TestDecodeAttention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing")
+	}
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(23, 24))
+	for c, a := range []ops.AttnParams{{Heads: 32, KVHeads: 4, HeadDim: 64, Context: 4200}, {Heads: 32, KVHeads: 32, HeadDim: 128, Context: 4200}} {
+		op := &ops.Op{Kind: ops.Attention, Name: "attn", Layer: 400 + c, Attn: a}
+		kdim := a.KVHeads * a.HeadDim
+		const fill = 4096
+		runOp(t, g, op, ops.Step{Tokens: make([]int32, fill), Pos: 0}, nil, fill*a.Heads*a.HeadDim,
+			verify.RandVec(r, fill*a.Heads*a.HeadDim), verify.RandVec(r, fill*kdim), verify.RandVec(r, fill*kdim))
+		q, _ := g.Alloc(a.Heads * a.HeadDim)
+		g.Write(q, verify.RandVec(r, a.Heads*a.HeadDim))
+		out, _ := g.Alloc(a.Heads * a.HeadDim)
+		line := fmt.Sprintf("ATTENTION %d/%d heads of %d:", a.Heads, a.KVHeads, a.HeadDim)
+		for _, depth := range []int{256, 1024, 4096} {
+			const reps, per = 5, 20
+			var el time.Duration
+			err := g.do(func() error {
+				c, err := g.kvFor(op)
+				if err != nil {
+					return err
+				}
+				if err := g.uploadStep(depth-1, nil); err != nil {
+					return err
+				}
+				gr, err := g.stream.capture(func() error {
+					for range per {
+						if err := g.attend(op, 1, q.(*Buffer), out.(*Buffer), c); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+				defer gr.free()
+				if err := gr.launch(g.stream); err != nil {
+					return err
+				}
+				el, err = timeOnGPU(func() error {
+					for range reps {
+						if err := gr.launch(g.stream); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			us := el.Seconds() * 1e6 / (reps * per)
+			line += fmt.Sprintf("  d%d %.2f µs %.0f GB/s", depth, us, float64(2*2*depth*kdim)/us/1e3)
+		}
+		t.Log(line)
+	}
+}
