@@ -4,13 +4,10 @@
 #pragma once
 #include "quant.cuh"
 
-// block_rms_scale returns 1/sqrt(mean(x²)+eps) over x[0..cols) to every
-// thread of a block of 256; part is 32 floats of shared memory. Thread t sums
-// x[t], x[t+256], … with fused multiply-adds, then warps and the block reduce
-// in a fixed order.
-__device__ __forceinline__ float block_rms_scale(const float *x, int cols, float eps, float *part) {
-	float s = 0;
-	for (int i = threadIdx.x; i < cols; i += blockDim.x) s = fmaf(x[i], x[i], s);
+// block_sum returns s summed over a block of 256 threads to every thread:
+// warps by butterfly, then warp 0 over the warps, in a fixed order; part is
+// 32 floats of shared memory.
+__device__ __forceinline__ float block_sum(float s, float *part) {
 	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
 	if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
 	__syncthreads();
@@ -20,7 +17,21 @@ __device__ __forceinline__ float block_rms_scale(const float *x, int cols, float
 		if (threadIdx.x == 0) part[0] = s;
 	}
 	__syncthreads();
-	return 1.0f / sqrtf(part[0] / cols + eps);
+	return part[0];
+}
+
+// block_rms_scale returns 1/sqrt(mean(x²)+eps) over x[0..cols) to every
+// thread of a block of 256 (block_sum). Thread t sums the squares of its
+// pieces of eight, x[8c..8c+7] for c = t, t+256, …, in that order with fused
+// multiply-adds: the pieces the decode mat-vec holds in registers
+// (fused.cu), which sums them in the same order.
+__device__ __forceinline__ float block_rms_scale(const float *x, int cols, float eps, float *part) {
+	float s = 0;
+	for (int c = threadIdx.x; 8 * c < cols; c += blockDim.x)
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			if (8 * c + k < cols) s = fmaf(x[8 * c + k], x[8 * c + k], s);
+	return 1.0f / sqrtf(block_sum(s, part) / cols + eps);
 }
 
 // rms_apply is one normalised element: x·scale, rounded, times the norm weight.

@@ -36,26 +36,63 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	__shared__ float part[32];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int total = mode == MV_SILU ? r0 : r0 + r1 + r2, nwarps = gridDim.x * (MV_THREADS / 32);
-	float scale = nw ? block_rms_scale(x, cols, eps, part) : 0;
-	// val(i) is element i of the mat-vecs' input: x, or x normalised (the
-	// RMSNorm op's output, which block 0 also writes).
-	auto val = [&](int i) {
-		if (!nw) return x[i];
-		float v = rms_apply(x[i], scale, nw[i]);
-		if (blockIdx.x == 0) nout[i] = v;
-		return v;
-	};
 	XQ xq = xq_at((uint8_t *)smem, cols);
 	float *xs = (float *)smem;
-	if (D8<T>::block) {
-		// Block types: x quantized to 8 bits as the CPU device does (q8.cuh).
-		if (D8<T>::block == 32)
-			quant32(val, cols, xq, D8<T>::q81);
-		else
-			quant256(val, cols, xq);
+	const int RP = 4; // pieces of eight a thread holds in registers: rows up to 8192
+	bool aligned = (((uintptr_t)x | (uintptr_t)nw | (uintptr_t)nout) & 15) == 0;
+	if (D8<T>::block && nw && (cols & 7) == 0 && cols <= 8 * MV_THREADS * RP && aligned) {
+		// The normalised block types' path: x read once, in 16-byte
+		// pieces held in registers, then normalised and quantized there
+		// (the same values, in the same order, as block_rms_scale and
+		// the general path below).
+		float v[RP][8], s = 0;
+#pragma unroll
+		for (int j = 0; j < RP; j++) {
+			int c = threadIdx.x + MV_THREADS * j;
+			if (8 * c >= cols) break;
+			float4 a = *(const float4 *)(x + 8 * c), b = *(const float4 *)(x + 8 * c + 4);
+			v[j][0] = a.x, v[j][1] = a.y, v[j][2] = a.z, v[j][3] = a.w, v[j][4] = b.x, v[j][5] = b.y, v[j][6] = b.z, v[j][7] = b.w;
+#pragma unroll
+			for (int k = 0; k < 8; k++) s = fmaf(v[j][k], v[j][k], s);
+		}
+		float scale = 1.0f / sqrtf(block_sum(s, part) / cols + eps);
+#pragma unroll
+		for (int j = 0; j < RP; j++) {
+			int c = threadIdx.x + MV_THREADS * j;
+			if (8 * c >= cols) break;
+			float4 a = *(const float4 *)(nw + 8 * c), b = *(const float4 *)(nw + 8 * c + 4);
+			float w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+			for (int k = 0; k < 8; k++) v[j][k] = rms_apply(v[j][k], scale, w[k]);
+			if (blockIdx.x == 0) {
+				*(float4 *)(nout + 8 * c) = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
+				*(float4 *)(nout + 8 * c + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
+			}
+			if (D8<T>::block == 32)
+				quant32_piece(c, v[j], xq, D8<T>::q81);
+			else
+				quant256_piece(c, v[j], xq);
+		}
 	} else {
-		// Float types: x staged as f32.
-		for (int i = threadIdx.x; i < cols; i += blockDim.x) xs[i] = val(i);
+		float scale = nw ? block_rms_scale(x, cols, eps, part) : 0;
+		// val(i) is element i of the mat-vecs' input: x, or x normalised (the
+		// RMSNorm op's output, which block 0 also writes).
+		auto val = [&](int i) {
+			if (!nw) return x[i];
+			float v = rms_apply(x[i], scale, nw[i]);
+			if (blockIdx.x == 0) nout[i] = v;
+			return v;
+		};
+		if (D8<T>::block) {
+			// Block types: x quantized to 8 bits as the CPU device does (q8.cuh).
+			if (D8<T>::block == 32)
+				quant32(val, cols, xq, D8<T>::q81);
+			else
+				quant256(val, cols, xq);
+		} else {
+			// Float types: x staged as f32.
+			for (int i = threadIdx.x; i < cols; i += blockDim.x) xs[i] = val(i);
+		}
 	}
 	__syncthreads();
 	int nb = cols / (D8<T>::block ? D8<T>::block : 1);

@@ -49,79 +49,98 @@ __device__ __forceinline__ XQ xq_at(uint8_t *p, int cols) {
 
 __device__ __forceinline__ float f16r(float v) { return __half2float(__float2half_rn(v)); }
 
-// quant32 quantizes val(0..cols) into x in blocks of 32 as the CPU's
-// quantize32 does: d = max|v|/127 kept as binary16, q = v·(127/max|v|)
-// rounded to nearest even; s is d·Σq rounded to binary16 (Q8_1, with q81) or
-// the kept d times Σq. Each thread takes 8 consecutive elements, four
-// threads a block, so that a row of 2048 is one pass of a block of 256.
-template <class V>
-__device__ __forceinline__ void quant32(const V &val, int cols, XQ x, bool q81) {
-	for (int c = threadIdx.x; c < cols / 8; c += blockDim.x) { // cols/8 is a multiple of 4: whole warps' groups stay together
-		int e = 8 * c;
-		float v[8], amax = 0;
+// quant32_piece quantizes piece c (elements 8c..8c+7, values v) of a row
+// into x in blocks of 32 as the CPU's quantize32 does: d = max|v|/127 kept
+// as binary16, q = v·(127/max|v|) rounded to nearest even; s is d·Σq
+// rounded to binary16 (Q8_1, with q81) or the kept d times Σq. The four
+// pieces of a block are four adjacent lanes' (they exchange by shuffles).
+__device__ __forceinline__ void quant32_piece(int c, const float *v, XQ x, bool q81) {
+	int e = 8 * c;
+	float amax = 0;
 #pragma unroll
-		for (int k = 0; k < 8; k++) v[k] = val(e + k), amax = fmaxf(amax, fabsf(v[k]));
-		amax = fmaxf(amax, __shfl_xor_sync(__activemask(), amax, 1));
-		amax = fmaxf(amax, __shfl_xor_sync(__activemask(), amax, 2));
-		float id = amax != 0 ? 127.0f / amax : 0.0f;
-		uint32_t w[2] = {0, 0};
-		int sum = 0;
+	for (int k = 0; k < 8; k++) amax = fmaxf(amax, fabsf(v[k]));
+	amax = fmaxf(amax, __shfl_xor_sync(__activemask(), amax, 1));
+	amax = fmaxf(amax, __shfl_xor_sync(__activemask(), amax, 2));
+	float id = amax != 0 ? 127.0f / amax : 0.0f;
+	uint32_t w[2] = {0, 0};
+	int sum = 0;
 #pragma unroll
-		for (int k = 0; k < 8; k++) {
-			int q = __float2int_rn(__fmul_rn(v[k], id));
-			w[k >> 2] |= (uint32_t)(q & 0xff) << (8 * (k & 3));
-			sum += q;
-		}
-		*(uint2 *)(x.q + xo(e)) = make_uint2(w[0], w[1]);
-		sum += __shfl_xor_sync(__activemask(), sum, 1);
-		sum += __shfl_xor_sync(__activemask(), sum, 2);
-		if ((c & 3) == 0) {
-			int b = c >> 2;
-			float d = amax / 127.0f, dr = f16r(d);
-			x.d[b] = dr;
-			x.s[b] = q81 ? f16r(__fmul_rn(d, (float)sum)) : __fmul_rn(dr, (float)sum);
-			x.sum[b] = sum;
-		}
+	for (int k = 0; k < 8; k++) {
+		int q = __float2int_rn(__fmul_rn(v[k], id));
+		w[k >> 2] |= (uint32_t)(q & 0xff) << (8 * (k & 3));
+		sum += q;
+	}
+	*(uint2 *)(x.q + xo(e)) = make_uint2(w[0], w[1]);
+	sum += __shfl_xor_sync(__activemask(), sum, 1);
+	sum += __shfl_xor_sync(__activemask(), sum, 2);
+	if ((c & 3) == 0) {
+		int b = c >> 2;
+		float d = amax / 127.0f, dr = f16r(d);
+		x.d[b] = dr;
+		x.s[b] = q81 ? f16r(__fmul_rn(d, (float)sum)) : __fmul_rn(dr, (float)sum);
+		x.sum[b] = sum;
 	}
 }
 
-// quant256 quantizes val(0..cols) into x in blocks of 256 as the CPU's
-// quantize256 (ggml's quantize_row_q8_K) does: the value of largest
-// magnitude (the first, on a tie) sets iscale = -127/max, q =
-// min(127, iscale·v rounded to nearest even), d = 1/iscale, and bs holds the
-// sum of every 16 q. One warp per block, lane l taking elements 8l..8l+7.
+// quant32 quantizes val(0..cols) into x in blocks of 32: thread t takes
+// pieces t, t+256, …, so that a row of 2048 is one pass of a block of 256.
+template <class V>
+__device__ __forceinline__ void quant32(const V &val, int cols, XQ x, bool q81) {
+	for (int c = threadIdx.x; c < cols / 8; c += blockDim.x) { // cols/8 is a multiple of 4: whole warps' groups stay together
+		float v[8];
+#pragma unroll
+		for (int k = 0; k < 8; k++) v[k] = val(8 * c + k);
+		quant32_piece(c, v, x, q81);
+	}
+}
+
+// quant256_piece quantizes piece c (elements 8c..8c+7, values v) of a row
+// into x in blocks of 256 as the CPU's quantize256 (ggml's
+// quantize_row_q8_K) does: the value of largest magnitude (the first, on a
+// tie) sets iscale = -127/max, q = min(127, iscale·v rounded to nearest
+// even), d = 1/iscale, and bs holds the sum of every 16 q. A block's 32
+// pieces are one warp's lanes, lane l holding piece 32b + l.
+__device__ __forceinline__ void quant256_piece(int c, const float *v, XQ x) {
+	int lane = threadIdx.x & 31, b = c >> 5, e = 8 * c;
+	float amax = 0, mx = 0;
+#pragma unroll
+	for (int k = 0; k < 8; k++) {
+		float a = fabsf(v[k]);
+		if (a > amax) amax = a, mx = v[k];
+	}
+	int src = lane;
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) {
+		float oa = __shfl_xor_sync(FULL, amax, o), om = __shfl_xor_sync(FULL, mx, o);
+		int os = __shfl_xor_sync(FULL, src, o);
+		if (oa > amax || (oa == amax && os < src)) amax = oa, mx = om, src = os;
+	}
+	float iscale = amax != 0 ? -127.0f / mx : 0.0f;
+	uint32_t w[2] = {0, 0};
+	int s = 0;
+#pragma unroll
+	for (int k = 0; k < 8; k++) {
+		int q = amax != 0 ? min(127, __float2int_rn(__fmul_rn(iscale, v[k]))) : 0;
+		w[k >> 2] |= (uint32_t)(q & 0xff) << (8 * (k & 3));
+		s += q;
+	}
+	*(uint2 *)(x.q + xo(e)) = make_uint2(w[0], w[1]);
+	s += __shfl_xor_sync(FULL, s, 1);
+	if ((lane & 1) == 0) x.bs[16 * b + (lane >> 1)] = (short)s;
+	if (lane == 0) x.d[b] = amax != 0 ? 1.0f / iscale : 0.0f;
+}
+
+// quant256 quantizes val(0..cols) into x in blocks of 256, one warp a
+// block: thread t takes pieces t, t+256, … as quant32 does.
 template <class V>
 __device__ __forceinline__ void quant256(const V &val, int cols, XQ x) {
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
 	for (int b = warp; b < cols / 256; b += nw) {
-		int e = 256 * b + 8 * lane;
-		float v[8], amax = 0, mx = 0;
+		int c = 32 * b + lane;
+		float v[8];
 #pragma unroll
-		for (int k = 0; k < 8; k++) {
-			v[k] = val(e + k);
-			float a = fabsf(v[k]);
-			if (a > amax) amax = a, mx = v[k];
-		}
-		int src = lane;
-#pragma unroll
-		for (int o = 16; o > 0; o >>= 1) {
-			float oa = __shfl_xor_sync(FULL, amax, o), om = __shfl_xor_sync(FULL, mx, o);
-			int os = __shfl_xor_sync(FULL, src, o);
-			if (oa > amax || (oa == amax && os < src)) amax = oa, mx = om, src = os;
-		}
-		float iscale = amax != 0 ? -127.0f / mx : 0.0f;
-		uint32_t w[2] = {0, 0};
-		int s = 0;
-#pragma unroll
-		for (int k = 0; k < 8; k++) {
-			int q = amax != 0 ? min(127, __float2int_rn(__fmul_rn(iscale, v[k]))) : 0;
-			w[k >> 2] |= (uint32_t)(q & 0xff) << (8 * (k & 3));
-			s += q;
-		}
-		*(uint2 *)(x.q + xo(e)) = make_uint2(w[0], w[1]);
-		s += __shfl_xor_sync(FULL, s, 1);
-		if ((lane & 1) == 0) x.bs[16 * b + (lane >> 1)] = (short)s;
-		if (lane == 0) x.d[b] = amax != 0 ? 1.0f / iscale : 0.0f;
+		for (int k = 0; k < 8; k++) v[k] = val(8 * c + k);
+		quant256_piece(c, v, x);
 	}
 }
 
