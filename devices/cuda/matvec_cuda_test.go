@@ -100,25 +100,10 @@ func TestDecodeMatVec(t *testing.T) {
 				mvWave = v.wave
 				var el time.Duration
 				const reps = 5
-				err := g.do(func() error {
-					gr, err := g.stream.capture(func() error {
+				err := g.do(func() (err error) {
+					el, err = replayTime(g, reps, func() error {
 						for c := range copies {
 							if err := g.launchMV(x.(*Buffer), nw, nout, 1e-5, ws[c], mode, nil, ys[2]); err != nil {
-								return err
-							}
-						}
-						return nil
-					})
-					if err != nil {
-						return err
-					}
-					defer gr.free()
-					if err := gr.launch(g.stream); err != nil { // warm up
-						return err
-					}
-					el, err = timeOnGPU(func() error {
-						for range reps {
-							if err := gr.launch(g.stream); err != nil {
 								return err
 							}
 						}
@@ -178,24 +163,9 @@ func TestDecodeAttention(t *testing.T) {
 				if err := g.uploadStep(depth-1, nil); err != nil {
 					return err
 				}
-				gr, err := g.stream.capture(func() error {
+				el, err = replayTime(g, reps, func() error {
 					for range per {
 						if err := g.attend(op, 1, q.(*Buffer), out.(*Buffer), c); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-				defer gr.free()
-				if err := gr.launch(g.stream); err != nil {
-					return err
-				}
-				el, err = timeOnGPU(func() error {
-					for range reps {
-						if err := gr.launch(g.stream); err != nil {
 							return err
 						}
 					}
@@ -211,4 +181,26 @@ func TestDecodeAttention(t *testing.T) {
 		}
 		t.Log(line)
 	}
+}
+
+// replayTime captures what queue launches as one CUDA graph, replays it
+// once to warm up, then reps times, and returns the GPU's time for the reps
+// replays (events). Call it on the device's thread.
+func replayTime(g *Device, reps int, queue func() error) (time.Duration, error) {
+	gr, err := g.stream.capture(queue)
+	if err != nil {
+		return 0, err
+	}
+	defer gr.free()
+	if err := gr.launch(g.stream); err != nil {
+		return 0, err
+	}
+	return timeOnGPU(func() error {
+		for range reps {
+			if err := gr.launch(g.stream); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
