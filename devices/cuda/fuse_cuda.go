@@ -359,7 +359,7 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		i32(mode).ptr(ptr(res)).ptr(ptr(sum))
 	const warps = 8 // MV_THREADS / 32
 	k, shmem := d.k.byType[w0.typ].mv, stageBytes(w0.typ, cols)
-	blocks, err := mvBlocks(d, k, (total+warps-1)/warps, shmem)
+	blocks, err := mvBlocks(d, k, (total+warps-1)/warps, 32*warps, shmem)
 	if err != nil {
 		return err
 	}
@@ -371,14 +371,14 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 var mvWave = true
 
 // mvBlocks is the grid of a mat-vec launch that needs need blocks of eight
-// rows: at most one wave of k, each warp then taking rows a grid's warps
-// apart, spread so that every warp takes as many as the busiest (a block
-// stages its input once for all of its rows).
-func mvBlocks(d *Device, k kernel, need, shmem int) (int, error) {
+// rows (bx threads and shmem bytes each): at most one wave of k, each warp
+// then taking rows a grid's warps apart, spread so that every warp takes as
+// many as the busiest (a block stages its input once for all of its rows).
+func mvBlocks(d *Device, k kernel, need, bx, shmem int) (int, error) {
 	if !mvWave {
 		return need, nil
 	}
-	w, err := d.wave(k, 256, shmem)
+	w, err := d.wave(k, bx, shmem)
 	if err != nil {
 		return 0, err
 	}

@@ -6,7 +6,7 @@
 #include "common.cuh"
 #include "q8.cuh"
 
-#define MV_THREADS 256 // 8 warps, one weight row each; block_rms_scale needs 256
+#define MV_THREADS 256 // 8 warps, each taking rows a grid's warps apart; block_rms_scale needs 256
 #define MV_PLAIN 0     // up to three weights' rows, one after another
 #define MV_SILU 1      // gate W0 and up W1 row by row; S = silu(Y0)·Y1
 #define MV_ADD 2       // one weight; S = res + Y0
@@ -23,10 +23,10 @@
 //
 // The grid is at most one wave (launchMV): warp w of the grid's nw takes
 // rows w, w+nw, w+2·nw, … (for MV_SILU the gate and up rows of each), so
-// that a block stages x once for several rows. Measured on an H100
-// (TestDecodeMatVec): Llama-7B's decode 226 -> 295 tok/s against one row a
-// warp and a block for every eight rows. Asking L2 for the rows ahead
-// (prefetch.global.L2), two rows a warp at once, and letting the next
+// that a block stages x once for several rows. Measured on an H100 (hybrid
+// bench; TestDecodeMatVec times the layers' shapes): Llama-7B's decode 229
+// -> 286 tok/s against a block for every eight rows. Asking L2 for the rows
+// ahead (prefetch.global.L2), two rows a warp at once, and letting the next
 // kernel start early (programmatic dependent launch) were each slower.
 template <int T>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
