@@ -26,6 +26,9 @@ type BenchResult struct {
 	// mat-mul's matrix whole, one row of the embedding. Times decode tok/s it
 	// is the weight traffic, to compare with the machine's read bandwidth.
 	DecodeWeightBytes int64 `json:"decode_weight_bytes"`
+	// Ops, when asked for (BenchSession's breakdown), is where a decode
+	// step's time went, measured after the timed runs.
+	Ops *Breakdown `json:"decode_ops,omitempty"`
 	// Devices names the devices that ran it (Executor.DeviceList), for a
 	// caller to print; `hybrid bench --json` leaves it out.
 	Devices string `json:"-"`
@@ -38,13 +41,16 @@ type BenchResult struct {
 // depth > 0 measures at that depth of the KV cache (llama-bench's -d);
 // override allows the context it needs past the model's (CheckContext).
 func BenchCPU(m *llama.Model, threads, nPrompt, nGen, depth, reps int, override bool) (*BenchResult, error) {
-	return BenchSession(m, SessionOptions{Policy: "cpu-only", Threads: threads, ContextOverride: override}, nPrompt, nGen, depth, reps)
+	return BenchSession(m, SessionOptions{Policy: "cpu-only", Threads: threads, ContextOverride: override}, nPrompt, nGen, depth, reps, false)
 }
 
 // BenchSession is BenchCPU in a session of so's policy, devices and threads
 // (`hybrid bench -d D --policies P` with one policy: a decode at depth on a
 // GPU); its Context is set to what the run needs.
-func BenchSession(m *llama.Model, so SessionOptions, nPrompt, nGen, depth, reps int) (*BenchResult, error) {
+//
+// breakdown adds the decode step's time by op (Executor.DecodeBreakdown):
+// nGen more tokens at the same depth, after the timed runs.
+func BenchSession(m *llama.Model, so SessionOptions, nPrompt, nGen, depth, reps int, breakdown bool) (*BenchResult, error) {
 	if err := checkBench(nPrompt, nGen, reps); err != nil {
 		return nil, err
 	}
@@ -60,6 +66,11 @@ func BenchSession(m *llama.Model, so SessionOptions, nPrompt, nGen, depth, reps 
 	r, err := sess.Exec.BenchDepth(nPrompt, nGen, depth, reps, 42)
 	if err != nil {
 		return nil, err
+	}
+	if breakdown && nGen > 0 {
+		if r.Ops, err = sess.Exec.DecodeBreakdown(nGen, depth, 43); err != nil {
+			return nil, err
+		}
 	}
 	r.DecodeWeightBytes, err = DecodeWeightBytes(m)
 	return r, err

@@ -29,6 +29,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	conversions := fs.String("conversions", "boundary", "with --hardware, the fp16 devices' conversion designs to compare (comma-separated): boundary (f32 between ops, rounded inside each op) and per-op (a conversion pass of every input and output of every op, the ablation)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	jsonOut := fs.String("json-out", "", "with --policies, also write the JSON to this `file` (the table is still printed)")
+	opsFlag := fs.Bool("ops", false, "after the timed runs, decode -n tokens once more with every op timed alone, and print where a step's time goes (on a GPU each op is waited for, so that pass is slower than the timed one)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole bench to this `file` (read it with go tool pprof)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -68,6 +69,12 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 			return badFlag(fs, "%s %d: want 0..%d tokens", f.name, f.v, runtime.MaxContext)
 		}
 	}
+	if *opsFlag && strings.Contains(*policies, ",") {
+		return badFlag(fs, "--ops takes one policy in --policies")
+	}
+	if *opsFlag && *nGen == 0 {
+		return badFlag(fs, "--ops times decode steps: it needs -n of 1 or more")
+	}
 	if *depth > 0 && strings.Contains(*policies, ",") {
 		return badFlag(fs, "-d takes one policy in --policies (the policy comparison runs at depth 0)")
 	}
@@ -94,13 +101,13 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if err := runtime.CheckContext(m.Config, *depth+max(*nPrompt, *nGen, 1), *override); err != nil {
 		return badFlag(fs, "-d %d, -p %d, -n %d: %v", *depth, *nPrompt, *nGen, err)
 	}
-	if *policies == "" || *depth > 0 {
+	if *policies == "" || *depth > 0 || *opsFlag {
 		pol := strings.TrimSpace(*policies)
 		if pol == "" {
 			pol = "cpu-only"
 		}
 		so := runtime.SessionOptions{Policy: pol, Hardware: *hardware, Threads: *threads, CPUs: *cpus, ContextOverride: *override}
-		res, err := runtime.BenchSession(m, so, *nPrompt, *nGen, *depth, *reps)
+		res, err := runtime.BenchSession(m, so, *nPrompt, *nGen, *depth, *reps, *opsFlag)
 		if err != nil {
 			return err
 		}
@@ -123,6 +130,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		if len(res.DecodeTokS) > 0 {
 			mean, sd := runtime.MeanStd(res.DecodeTokS)
 			fmt.Fprintf(stdout, "tg%d%s: %.2f ± %.2f tok/s\n", *nGen, at, mean, sd)
+		}
+		if res.Ops != nil {
+			printBreakdown(stdout, res.Ops)
 		}
 		return nil
 	}
@@ -187,4 +197,33 @@ func printComparison(w io.Writer, c *runtime.Comparison) {
 			fmt.Sprintf("%.2f", r.AccountedPrefillTokS), fmt.Sprintf("%.2f", r.AccountedDecodeTokS), fmt.Sprintf("%.3f", r.WallMS)})
 	}
 	fmt.Fprintln(w, t.Render())
+}
+
+// printBreakdown prints where a decode step's time went, by op.
+func printBreakdown(w io.Writer, b *runtime.Breakdown) {
+	fmt.Fprintf(w, "decode step by op (%d tokens at depth %d, each op timed alone): %.3f ms/token\n", b.Tokens, b.Depth, b.WallMS)
+	t := table.NewWriter()
+	t.AppendHeader(table.Row{"op", "kind", "device", "per step", "ms/token", "share", "weights MiB", "weights GB/s"})
+	var sum float64
+	for _, o := range b.Ops {
+		sum += o.MS
+		mib, gbs := "", ""
+		if o.WeightBytes > 0 {
+			mib, gbs = fmt.Sprintf("%.1f", float64(o.WeightBytes)/(1<<20)), fmt.Sprintf("%.1f", o.GBs())
+		}
+		t.AppendRow(table.Row{o.Op, o.Kind, o.Device, o.PerStep, fmt.Sprintf("%.3f", o.MS), share(o.MS, b.WallMS), mib, gbs})
+	}
+	if b.CopiesMS > 0 {
+		t.AppendRow(table.Row{"copies between devices", "", "", "", fmt.Sprintf("%.3f", b.CopiesMS), share(b.CopiesMS, b.WallMS)})
+	}
+	rest := b.WallMS - sum - b.CopiesMS
+	t.AppendRow(table.Row{"rest of the step", "", "", "", fmt.Sprintf("%.3f", rest), share(rest, b.WallMS)})
+	fmt.Fprintln(w, t.Render())
+}
+
+func share(part, whole float64) string {
+	if whole <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f%%", 100*part/whole)
 }

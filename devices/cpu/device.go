@@ -25,9 +25,11 @@ type Device struct {
 	// partials is split-KV decode attention's per (head, chunk) results
 	// (attendSplit), reused across steps.
 	partials []float32
-	mem      int64 // bytes of buffers, dequantized vectors and KV cache
-	kvBytes  int64 // of which KV cache
-	mapped   int64 // bytes of weights used in place from the file
+	// ropeCS is the rope factors of the last decode step (run.go).
+	ropeCS  ropeCache
+	mem     int64 // bytes of buffers, dequantized vectors and KV cache
+	kvBytes int64 // of which KV cache
+	mapped  int64 // bytes of weights used in place from the file
 }
 
 // weight is a resident weight: quantized bytes used in place, plus an f32 copy

@@ -113,6 +113,11 @@ func (d *Device) run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 		}
 		n := len(st.Tokens)
 		width := len(ins[0]) / n
+		if n == 1 && st.Rows == nil {
+			copy(ob.F, ins[0])
+			rotate(ob.F, op.Rope, d.ropeCS.factors(op.Rope, st.Pos))
+			return nil
+		}
 		d.rows(ins[0], width, func(lo, hi int) {
 			copy(ob.F[lo:hi], ins[0][lo:hi])
 			if st.Rows == nil {
@@ -240,45 +245,85 @@ func rmsNorm(x, w []float32, eps float32, out []float32) {
 // freq_scale 1, ext_factor 0 and attn_factor 1 that quotient is the angle
 // exactly.
 func rope(x []float32, rows int, p ops.RopeParams, pos int) {
-	half := p.Dims / 2
-	cs := make([]float32, 2*half)
+	cs := make([]float32, p.Dims)
+	width := len(x) / rows
+	for r := 0; r < rows; r++ {
+		ropeFactors(cs, p, pos+r)
+		rotate(x[r*width:(r+1)*width], p, cs)
+	}
+}
+
+// ropeFactors sets cs to the cosine and sine of each pair's angle at pos,
+// interleaved (cs[2j] = cos θj, cs[2j+1] = sin θj).
+func ropeFactors(cs []float32, p ops.RopeParams, pos int) {
 	// powf is correctly rounded for these arguments (checked against glibc
 	// for the usual bases and head sizes).
 	scale := float32(math.Pow(float64(p.Base), float64(float32(-2)/float32(p.Dims))))
-	width := len(x) / rows
-	for r := 0; r < rows; r++ {
-		theta := float32(pos + r)
-		for j := 0; j < half; j++ {
-			t := theta
-			if p.Freqs != nil {
-				t /= p.Freqs[j]
-			}
-			cs[2*j+1], cs[2*j] = sincosf(t)
-			theta *= scale
+	theta := float32(pos)
+	for j := 0; j < p.Dims/2; j++ {
+		t := theta
+		if p.Freqs != nil {
+			t /= p.Freqs[j]
 		}
-		row := x[r*width : (r+1)*width]
-		for h := 0; h+p.HeadDim <= width; h += p.HeadDim {
-			head := row[h : h+p.Dims]
-			if p.Neox {
-				// ggml's rope_neox: pair j is (j, j+half), same angles.
-				for j := 0; j < half; j++ {
-					c, s := cs[2*j], cs[2*j+1]
-					x0, x1 := head[j], head[j+half]
-					head[j] = fma32(x0, c, -(x1 * s))
-					head[j+half] = fma32(x0, s, x1*c)
-				}
-				continue
-			}
+		cs[2*j+1], cs[2*j] = sincosf(t)
+		theta *= scale
+	}
+}
+
+// rotate rotates every head of one row by the factors of ropeFactors.
+func rotate(row []float32, p ops.RopeParams, cs []float32) {
+	half := p.Dims / 2
+	for h := 0; h+p.HeadDim <= len(row); h += p.HeadDim {
+		head := row[h : h+p.Dims]
+		if p.Neox {
+			// ggml's rope_neox: pair j is (j, j+half), same angles.
 			for j := 0; j < half; j++ {
 				c, s := cs[2*j], cs[2*j+1]
-				x0, x1 := head[2*j], head[2*j+1]
-				// GCC contracts x0*cos - x1*sin and x0*sin + x1*cos so, as
-				// found against llama.cpp's rope output bit for bit.
-				head[2*j] = fma32(x0, c, -(x1 * s))
-				head[2*j+1] = fma32(x0, s, x1*c)
+				x0, x1 := head[j], head[j+half]
+				head[j] = fma32(x0, c, -(x1 * s))
+				head[j+half] = fma32(x0, s, x1*c)
 			}
+			continue
+		}
+		for j := 0; j < half; j++ {
+			c, s := cs[2*j], cs[2*j+1]
+			x0, x1 := head[2*j], head[2*j+1]
+			// GCC contracts x0*cos - x1*sin and x0*sin + x1*cos so, as
+			// found against llama.cpp's rope output bit for bit.
+			head[2*j] = fma32(x0, c, -(x1 * s))
+			head[2*j+1] = fma32(x0, s, x1*c)
 		}
 	}
+}
+
+// ropeCache holds the rope factors of the last one-token step: a decode
+// step's q and k of every layer share one position, so they are computed
+// once per step instead of twice per layer.
+type ropeCache struct {
+	ok   bool
+	pos  int
+	p    ops.RopeParams
+	freq *float32 // p.Freqs's first element: the same table, not just equal
+	cs   []float32
+}
+
+// factors returns the rope factors of p at pos, from the cache when it
+// holds them.
+func (c *ropeCache) factors(p ops.RopeParams, pos int) []float32 {
+	var f *float32
+	if len(p.Freqs) > 0 {
+		f = &p.Freqs[0]
+	}
+	if c.ok && c.pos == pos && c.freq == f && len(c.p.Freqs) == len(p.Freqs) && c.p.Base == p.Base && c.p.Dims == p.Dims {
+		return c.cs
+	}
+	if cap(c.cs) < p.Dims {
+		c.cs = make([]float32, p.Dims)
+	}
+	c.cs = c.cs[:p.Dims]
+	ropeFactors(c.cs, p, pos)
+	c.ok, c.pos, c.p, c.freq = true, pos, p, f
+	return c.cs
 }
 
 // siluMul sets out = silu(g)·u with ggml's arithmetic (ggml_vec_swiglu_f32):

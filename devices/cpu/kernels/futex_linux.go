@@ -44,14 +44,16 @@ type futexes struct {
 	closed   atomic.Bool
 }
 
-// jobSlot is one job: its task, range and chunking, the next unclaimed
-// index and the chunks not yet finished.
+// jobSlot is one job: its task and range, its chunking (the smallest chunk,
+// and the share of what is left that a claim takes), the next unclaimed
+// index and the count of indices not yet done.
 type jobSlot struct {
 	seq    atomic.Uint64 // odd while Run fills the slot
 	active atomic.Int32  // workers between reading seq and leaving
 	t      task
 	n      int
 	chunk  int
+	div    int64
 	next   atomic.Int64
 	left   atomic.Int64
 }
@@ -110,18 +112,22 @@ func futexWake(w *atomic.Uint32, n int) {
 	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWakePrivate, uintptr(n), 0, 0, 0)
 }
 
-// run is runTask with futexes: t over [0, n) in chunks of chunk, with up to
+// run is runTask with futexes: t over [0, n) in guided chunks, with up to
 // workers workers besides the caller.
-func (f *futexes) run(p *Pool, t task, n, chunk, workers int) {
+func (f *futexes) run(p *Pool, t task, n, workers int) {
 	s := &f.slots[f.jobs%2]
 	f.jobs++
 	s.seq.Add(1) // odd: filling
 	for s.active.Load() != 0 {
 		runtime.Gosched() // a late worker is leaving the slot
 	}
-	s.t, s.n, s.chunk = t, n, chunk
+	// Guided chunks: each claim takes 1/(2·threads) of what is left, down
+	// to a sixteenth of a thread's share, so that the first chunks are large
+	// and the last ones small enough to even the threads' finishing times.
+	s.t, s.n = t, n
+	s.chunk, s.div = max(1, n/(16*p.threads)), int64(2*p.threads)
 	s.next.Store(0)
-	s.left.Store(int64((n + chunk - 1) / chunk))
+	s.left.Store(int64(n))
 	s.seq.Add(1) // even: ready
 	f.cur.Store(s)
 	f.gen.Add(1)
@@ -146,13 +152,18 @@ func (f *futexes) run(p *Pool, t task, n, chunk, workers int) {
 // claim runs chunks of the job in s until none are left; the chunk that
 // finishes the job wakes Run.
 func (f *futexes) claim(p *Pool, s *jobSlot) {
+	n := int64(s.n)
 	for {
-		lo := int(s.next.Add(int64(s.chunk))) - s.chunk
-		if lo >= s.n {
+		lo := s.next.Load()
+		if lo >= n {
 			return
 		}
-		p.chunkRun(s.t, lo, min(lo+s.chunk, s.n))
-		if s.left.Add(-1) == 0 {
+		hi := min(lo+max(int64(s.chunk), (n-lo)/s.div), n)
+		if !s.next.CompareAndSwap(lo, hi) {
+			continue
+		}
+		p.chunkRun(s.t, int(lo), int(hi))
+		if s.left.Add(lo-hi) == 0 {
 			f.done.Add(1)
 			if f.waiting.Load() {
 				futexWake(&f.done, 1)

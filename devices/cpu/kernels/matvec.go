@@ -118,6 +118,11 @@ func (p *Pool) matMul(k *kernel, w []byte, rows, cols int, x []float32, n int, y
 	stride := len(w) / rows
 	s.mm = matTask{k: k, w: w, stride: stride, x: xs, rows: rows, y: y, tiles: s.batch4(p, k, xs, cols)}
 	s.mm.tile = max(1, tileBytes/stride)
+	if n == 1 {
+		// One input: no re-reads to keep in cache, and a worker's whole
+		// range is one call, so a kernel can read it in several streams.
+		s.mm.tile = rows
+	}
 	p.runTask(&s.mm, rows, 1)
 	s.mm = matTask{}
 }

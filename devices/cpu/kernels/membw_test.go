@@ -9,7 +9,7 @@ import (
 // around its unrolling.
 func TestReadSum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, n := range []int{0, 1, 31, 32, 33, 64, 1000, 4099} {
+	for _, n := range []int{0, 1, 31, 32, 33, 64, 1000, 4099, 4133} {
 		b := make([]uint64, n)
 		for i := range b {
 			b[i] = rng.Uint64()

@@ -289,6 +289,11 @@ func (t *packedTask) run(lo, hi int) {
 	bc, bb := packedShape(t.pk.Type)
 	nb := t.pk.Cols / bc
 	per := bc / 32
+	if len(t.x) == 1 && t.pk.Type == quant.Q4_0 {
+		// A decode step: the range's panels read four places at a time.
+		gemvPackedStreams(t.pk.data[lo*nb*bb:hi*nb*bb], hi-lo, nb, &t.x[0], t.off[:nb*per], t.y[lo*panelRows:hi*panelRows])
+		return
+	}
 	for pi := lo; pi < hi; pi++ {
 		w := t.pk.data[pi*nb*bb : (pi+1)*nb*bb]
 		var out [4 * panelRows]float32

@@ -912,3 +912,87 @@ g4block:
 	VMOVUPS Z3, 192(R10)
 	VZEROUPPER
 	RET
+
+// CHUNKP is CHUNK for the panel at R into the sums S8 and S9.
+#define CHUNKP(c, R, S8, S9) \
+	VMOVDQU32     (32+64*c)(R), Z16 \
+	VPANDD        Z30, Z16, Z17 \
+	VPSRLD        $4, Z16, Z16 \
+	VPANDD        Z30, Z16, Z16 \
+	VPDPBUSD.BCST (4*c)(DI), Z17, S8 \
+	VPDPBUSD.BCST (16+4*c)(DI), Z16, S9
+
+// PANELBLOCK is one block of gemvQ4_0Packed's loop for the panel at R into
+// ACC, with S8 and S9 for its sums.
+#define PANELBLOCK(R, S8, S9, ACC) \
+	PREFETCHT0 4608(R) \
+	PREFETCHT0 4672(R) \
+	PREFETCHT0 4736(R) \
+	PREFETCHT0 4800(R) \
+	PREFETCHT0 4864(R) \
+	VPXORD S8, S8, S8 \
+	VPXORD S9, S9, S9 \
+	CHUNKP(0, R, S8, S9) \
+	CHUNKP(1, R, S8, S9) \
+	CHUNKP(2, R, S8, S9) \
+	CHUNKP(3, R, S8, S9) \
+	VPADDD        S9, S8, S8 \
+	VPSUBD.BCST   (R8), S8, S8 \
+	VCVTDQ2PS     S8, S8 \
+	VCVTPH2PS     (R), Z20 \
+	VMULPS.BCST   (R9), Z20, Z20 \
+	VFMADD231PS   Z20, S8, ACC
+
+// func gemvQ4_0Packed4(w *byte, gap, nb, quads int, xq *int8, xoff *int32, xd *float32, y *float32, ygap int)
+//
+// gemvQ4_0Packed for four panels at once, gap bytes apart (outputs ygap
+// bytes apart), quads times over consecutive panels, so that a thread
+// streams four places of its weights as llama.cpp's repacked kernels read
+// four tiles; each panel's arithmetic is gemvQ4_0Packed's, to the bit.
+TEXT ·gemvQ4_0Packed4(SB), NOSPLIT, $0-72
+	MOVQ w+0(FP), SI
+	MOVQ gap+8(FP), AX
+	MOVQ y+56(FP), R10
+	LEAQ (SI)(AX*1), R11
+	LEAQ (R11)(AX*1), R12
+	LEAQ (R12)(AX*1), R13
+	MOVQ quads+24(FP), BX
+	VPBROADCASTD packedNib<>(SB), Z30
+quad4:
+	MOVQ nb+16(FP), CX
+	MOVQ xq+32(FP), DI
+	MOVQ xoff+40(FP), R8
+	MOVQ xd+48(FP), R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+block4:
+	PANELBLOCK(SI, Z10, Z11, Z0)
+	PANELBLOCK(R11, Z12, Z13, Z1)
+	PANELBLOCK(R12, Z14, Z15, Z2)
+	PANELBLOCK(R13, Z18, Z19, Z3)
+	ADDQ $288, SI
+	ADDQ $288, R11
+	ADDQ $288, R12
+	ADDQ $288, R13
+	ADDQ $32, DI
+	ADDQ $4, R8
+	ADDQ $4, R9
+	DECQ CX
+	JNZ  block4
+	// SI..R13 now point at the next panel of their quarters.
+	MOVQ ygap+64(FP), AX
+	MOVQ R10, DX
+	VMOVUPS Z0, (DX)
+	ADDQ AX, DX
+	VMOVUPS Z1, (DX)
+	ADDQ AX, DX
+	VMOVUPS Z2, (DX)
+	ADDQ AX, DX
+	VMOVUPS Z3, (DX)
+	ADDQ $64, R10
+	DECQ BX
+	JNZ  quad4
+	VZEROUPPER
+	RET

@@ -24,3 +24,10 @@ func packQ4_K(w []byte, stride, nb int, dst []byte) { packQ4_KGo(w, stride, nb, 
 func gemmPackedK4(w []byte, nb int, a *kTile, y *[4 * panelRows]float32) {
 	panic("kernels: no packed weights without the assembly kernels")
 }
+
+func gemvPackedStreams(w []byte, np, nb int, x *xrow, off []int32, y []float32) {
+	pb := nb * packedBlock
+	for p := range np {
+		gemvPacked(w[p*pb:], nb, x, off, y[p*panelRows:])
+	}
+}

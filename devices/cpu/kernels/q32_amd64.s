@@ -297,3 +297,91 @@ q51block:
 	ROWEND(q51row)
 	VZEROUPPER
 	RET
+
+// BLOCKDOTR is BLOCKDOT for the weights at (R) into accumulator ACC.
+#define BLOCKDOTR(R, ACC) \
+	VMOVDQU      2(R), Y1 \
+	VMOVDQU      (CX), Y2 \
+	VPSIGNB      Y1, Y1, Y3 \
+	VPSIGNB      Y1, Y2, Y2 \
+	VPMADDUBSW   Y2, Y3, Y3 \
+	VPMADDWD     Y13, Y3, Y3 \
+	VCVTDQ2PS    Y3, Y3 \
+	VCVTPH2PS    (R), X4 \
+	VMULSS       (DX), X4, X4 \
+	VBROADCASTSS X4, Y4 \
+	VFMADD231PS  Y4, Y3, ACC
+
+// STORESUM reduces ACC's lanes as HSUM does and stores the sum at OFF(DI).
+#define STORESUM(ACC, OFF) \
+	VMOVAPS ACC, Y0 \
+	HSUM \
+	VMOVSS  X0, OFF(DI)
+
+// func q8_0Rows4(w *byte, stride, gap, quads int, xq *int8, xd *float32, nb int, y *float32, ygap int)
+//
+// q8_0Rows for four rows at once, gap bytes (and ygap outputs) apart: rows
+// i, i+q, i+2q, i+3q for i < quads, so that each thread streams four
+// places of its weights at a time, as llama.cpp's repacked kernels read four
+// tiles; each row's arithmetic is q8_0Rows's, to the bit.
+TEXT ·q8_0Rows4(SB), NOSPLIT, $0-72
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), R8
+	MOVQ quads+24(FP), R9
+	MOVQ xq+32(FP), R10
+	MOVQ xd+40(FP), R11
+	MOVQ nb+48(FP), R12
+	MOVQ y+56(FP), DI
+	VPBROADCASTD ones16<>(SB), Y13
+
+q80quad:
+	MOVQ   SI, BX
+	MOVQ   gap+16(FP), R14
+	ADDQ   SI, R14
+	MOVQ   gap+16(FP), R15
+	ADDQ   R14, R15
+	MOVQ   gap+16(FP), AX
+	ADDQ   R15, AX
+	MOVQ   R10, CX
+	MOVQ   R11, DX
+	MOVQ   R12, R13
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+
+q80qblock:
+	PREFETCHT0 4096(BX)
+	PREFETCHT0 4096(R14)
+	PREFETCHT0 4096(R15)
+	PREFETCHT0 4096(AX)
+	BLOCKDOTR(BX, Y5)
+	BLOCKDOTR(R14, Y6)
+	BLOCKDOTR(R15, Y7)
+	BLOCKDOTR(AX, Y8)
+	ADDQ    $34, BX
+	ADDQ    $34, R14
+	ADDQ    $34, R15
+	ADDQ    $34, AX
+	ADDQ    $32, CX
+	ADDQ    $4, DX
+	DECQ    R13
+	JNZ     q80qblock
+
+	MOVQ ygap+64(FP), R13
+	STORESUM(Y5, 0)
+	ADDQ R13, DI
+	STORESUM(Y6, 0)
+	ADDQ R13, DI
+	STORESUM(Y7, 0)
+	ADDQ R13, DI
+	STORESUM(Y8, 0)
+	SUBQ R13, DI
+	SUBQ R13, DI
+	SUBQ R13, DI
+	ADDQ $4, DI
+	ADDQ R8, SI
+	DECQ R9
+	JNZ  q80quad
+	VZEROUPPER
+	RET
