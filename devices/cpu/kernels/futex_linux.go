@@ -54,6 +54,7 @@ type jobSlot struct {
 	n      int
 	chunk  int
 	div    int64
+	align  int64
 	next   atomic.Int64
 	left   atomic.Int64
 }
@@ -112,9 +113,9 @@ func futexWake(w *atomic.Uint32, n int) {
 	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWakePrivate, uintptr(n), 0, 0, 0)
 }
 
-// run is runTask with futexes: t over [0, n) in guided chunks, with up to
-// workers workers besides the caller.
-func (f *futexes) run(p *Pool, t task, n, workers int) {
+// run is runTask with futexes: t over [0, n) in guided chunks, multiples of
+// align but the last, with up to workers workers besides the caller.
+func (f *futexes) run(p *Pool, t task, n, align, workers int) {
 	s := &f.slots[f.jobs%2]
 	f.jobs++
 	s.seq.Add(1) // odd: filling
@@ -124,8 +125,8 @@ func (f *futexes) run(p *Pool, t task, n, workers int) {
 	// Guided chunks: each claim takes 1/(2·threads) of what is left, down
 	// to a sixteenth of a thread's share, so that the first chunks are large
 	// and the last ones small enough to even the threads' finishing times.
-	s.t, s.n = t, n
-	s.chunk, s.div = max(1, n/(16*p.threads)), int64(2*p.threads)
+	s.t, s.n, s.align = t, n, int64(align)
+	s.chunk, s.div = max(align, n/(16*p.threads)), int64(2*p.threads)
 	s.next.Store(0)
 	s.left.Store(int64(n))
 	s.seq.Add(1) // even: ready
@@ -158,7 +159,8 @@ func (f *futexes) claim(p *Pool, s *jobSlot) {
 		if lo >= n {
 			return
 		}
-		hi := min(lo+max(int64(s.chunk), (n-lo)/s.div), n)
+		size := max(int64(s.chunk), (n-lo)/s.div)
+		hi := min(lo+(size+s.align-1)/s.align*s.align, n)
 		if !s.next.CompareAndSwap(lo, hi) {
 			continue
 		}

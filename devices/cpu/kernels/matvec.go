@@ -118,14 +118,23 @@ func (p *Pool) matMul(k *kernel, w []byte, rows, cols int, x []float32, n int, y
 	stride := len(w) / rows
 	s.mm = matTask{k: k, w: w, stride: stride, x: xs, rows: rows, y: y, tiles: s.batch4(p, k, xs, cols)}
 	s.mm.tile = max(1, tileBytes/stride)
+	align := 1
 	if n == 1 {
 		// One input: no re-reads to keep in cache, and a worker's whole
-		// range is one call, so a kernel can read it in several streams.
+		// range is one call, so a kernel can read it in several streams;
+		// chunks of at least minChunkBytes, so that a small matrix (a
+		// decode step's k and v) is not claimed a row at a time by 16
+		// threads.
 		s.mm.tile = rows
+		align = max(1, minChunkBytes/stride)
 	}
-	p.runTask(&s.mm, rows, 1)
+	p.runTask(&s.mm, rows, align)
 	s.mm = matTask{}
 }
+
+// minChunkBytes is the least a worker takes of a decode step's weights at a
+// time.
+const minChunkBytes = 16 << 10
 
 // tileBytes is how many weight bytes MatMul multiplies by all its inputs
 // before moving on: well inside a core's L2, so that the re-reads for the

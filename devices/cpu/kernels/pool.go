@@ -116,7 +116,7 @@ func (p *Pool) runTask(t task, n, align int) {
 		return
 	}
 	if p.fx != nil {
-		p.fx.run(p, t, n, workers)
+		p.fx.run(p, t, n, align, workers)
 		return
 	}
 	p.job, p.n, p.chunk = t, n, chunk
