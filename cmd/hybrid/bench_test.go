@@ -95,3 +95,53 @@ func TestBenchDepthPolicy(t *testing.T) {
 		t.Errorf("want the two CPU devices and a tg4 @ d32 line:\n%s", out)
 	}
 }
+
+// TestBenchOps checks `hybrid bench --ops`: a row per op name of the
+// built-in model's decode step, each mat-mul with its weight bytes, and
+// times that add up to no more than the step.
+func TestBenchOps(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "-p", "0", "-n", "8", "-r", "1", "--threads", "1", "--ops", "--json"}
+	if code := Main(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var res struct {
+		Ops *runtime.Breakdown `json:"decode_ops"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	b := res.Ops
+	if b == nil || b.Tokens != 8 || b.WallMS <= 0 {
+		t.Fatalf("breakdown: %+v", b)
+	}
+	rows := map[string]runtime.OpTime{}
+	var sum float64
+	for _, o := range b.Ops {
+		rows[o.Op] = o
+		sum += o.MS
+	}
+	q, out := rows["attn_q"], rows["output"]
+	if q.Kind != "mat_mul" || q.PerStep < 1 || q.WeightBytes <= 0 || q.Device != "cpu" {
+		t.Errorf("attn_q row: %+v", q)
+	}
+	if out.PerStep != 1 || out.WeightBytes <= 0 {
+		t.Errorf("output row: %+v", out)
+	}
+	if n := rows["attn_norm"]; n.PerStep != q.PerStep || n.WeightBytes != 0 {
+		t.Errorf("attn_norm row: %+v (attn_q %+v)", n, q)
+	}
+	if sum > b.WallMS*1.0001 {
+		t.Errorf("ops sum to %.4f ms/token, more than the step's %.4f", sum, b.WallMS)
+	}
+	// The table form names the rows too.
+	stdout.Reset()
+	if code := Main([]string{"bench", "-p", "0", "-n", "4", "-r", "1", "--threads", "1", "--ops"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"decode step by op", "ATTN_Q", "rest of the step"} {
+		if !strings.Contains(strings.ToUpper(stdout.String()), strings.ToUpper(want)) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}

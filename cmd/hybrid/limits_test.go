@@ -103,6 +103,8 @@ func TestEveryInputBounded(t *testing.T) {
 
 		// bench sizes: by the model's context, and the repetitions.
 		{"bench p -1", []string{"bench", "-p", "-1", "-n", "1", "-r", "1"}, nil, 2, []string{"-p -1"}},
+		{"bench ops without decode", []string{"bench", "-p", "1", "-n", "0", "-r", "1", "--ops"}, nil, 2, []string{"--ops", "-n"}},
+		{"bench ops of two policies", []string{"bench", "-p", "1", "-n", "1", "-r", "1", "--ops", "--policies", "cpu-only,cpu-split"}, nil, 2, []string{"--ops takes one policy"}},
 		{"bench n -1", []string{"bench", "-p", "1", "-n", "-1", "-r", "1"}, nil, 2, []string{"-n -1"}},
 		{"bench p past the model's", []string{"bench", "-p", "4096", "-n", "0", "-r", "1", "--threads", "1"}, nil, 2, []string{"-p 4096", "2048"}},
 		{"bench r 0", []string{"bench", "-p", "1", "-n", "1", "-r", "0"}, nil, 2, []string{"-r 0"}},
