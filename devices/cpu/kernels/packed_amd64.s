@@ -10,15 +10,18 @@
 DATA packedNib<>+0(SB)/4, $0x0f0f0f0f
 GLOBL packedNib<>(SB), RODATA|NOPTR, $4
 
-// CHUNK multiplies chunk c of the block at SI by the activations at DI:
-// low nibbles into Z8 against columns 4c.., high ones into Z9 against 16+4c..
-#define CHUNK(c) \
-	VMOVDQU32     (32+64*c)(SI), Z16 \
+// CHUNKP multiplies chunk c of the block at R by the activations at DI:
+// low nibbles into S8 against columns 4c.., high ones into S9 against 16+4c..
+#define CHUNKP(c, R, S8, S9) \
+	VMOVDQU32     (32+64*c)(R), Z16 \
 	VPANDD        Z30, Z16, Z17 \
 	VPSRLD        $4, Z16, Z16 \
 	VPANDD        Z30, Z16, Z16 \
-	VPDPBUSD.BCST (4*c)(DI), Z17, Z8 \
-	VPDPBUSD.BCST (16+4*c)(DI), Z16, Z9
+	VPDPBUSD.BCST (4*c)(DI), Z17, S8 \
+	VPDPBUSD.BCST (16+4*c)(DI), Z16, S9
+
+// CHUNK is CHUNKP for the block at SI into Z8 and Z9.
+#define CHUNK(c) CHUNKP(c, SI, Z8, Z9)
 
 // func gemvQ4_0Packed(w *byte, nb int, xq *int8, xoff *int32, xd *float32, y *float32)
 //
@@ -912,15 +915,6 @@ g4block:
 	VMOVUPS Z3, 192(R10)
 	VZEROUPPER
 	RET
-
-// CHUNKP is CHUNK for the panel at R into the sums S8 and S9.
-#define CHUNKP(c, R, S8, S9) \
-	VMOVDQU32     (32+64*c)(R), Z16 \
-	VPANDD        Z30, Z16, Z17 \
-	VPSRLD        $4, Z16, Z16 \
-	VPANDD        Z30, Z16, Z16 \
-	VPDPBUSD.BCST (4*c)(DI), Z17, S8 \
-	VPDPBUSD.BCST (16+4*c)(DI), Z16, S9
 
 // PANELBLOCK is one block of gemvQ4_0Packed's loop for the panel at R into
 // ACC, with S8 and S9 for its sums.

@@ -25,17 +25,27 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $4
 // BLOCKDOT multiplies the 32 signed weight bytes in Y1 by the activations at
 // (CX), scales by the f16 at (BX) times the f32 at (DX), and adds into Y0.
 // Uses Y2..Y4; Y13 holds int16 ones.
-#define BLOCKDOT \
+#define BLOCKDOT BLOCKDOTW(BX, Y0)
+
+// BLOCKDOTW is BLOCKDOT for the weights already in Y1, with their f16 scale
+// at (R), into ACC.
+#define BLOCKDOTW(R, ACC) \
 	VMOVDQU      (CX), Y2 \
 	VPSIGNB      Y1, Y1, Y3 \
 	VPSIGNB      Y1, Y2, Y2 \
 	VPMADDUBSW   Y2, Y3, Y3 \
 	VPMADDWD     Y13, Y3, Y3 \
 	VCVTDQ2PS    Y3, Y3 \
-	VCVTPH2PS    (BX), X4 \
+	VCVTPH2PS    (R), X4 \
 	VMULSS       (DX), X4, X4 \
 	VBROADCASTSS X4, Y4 \
-	VFMADD231PS  Y4, Y3, Y0
+	VFMADD231PS  Y4, Y3, ACC
+
+// BLOCKDOTR is BLOCKDOTW for the Q8_0 block at (R): its 32 weight bytes at
+// 2(R) loaded first.
+#define BLOCKDOTR(R, ACC) \
+	VMOVDQU 2(R), Y1 \
+	BLOCKDOTW(R, ACC)
 
 // Q4_0 goes block by block as ggml_vec_dot_q4_0_q8_0 does, so that the sum
 // is llama.cpp's to the bit: nibbles minus 8 as signed bytes, then BLOCKDOT.
@@ -104,8 +114,7 @@ q80block:
 	// Software prefetch 4 KiB ahead: on the 16-core Xeon host the hardware
 	// prefetchers alone left decode at 31 tok/s on 8 threads, 43-54 with it.
 	PREFETCHT0 4096(BX)
-	VMOVDQU 2(BX), Y1
-	BLOCKDOT
+	BLOCKDOTR(BX, Y0)
 	ADDQ    $34, BX
 	ADDQ    $32, CX
 	ADDQ    $4, DX
@@ -297,20 +306,6 @@ q51block:
 	ROWEND(q51row)
 	VZEROUPPER
 	RET
-
-// BLOCKDOTR is BLOCKDOT for the weights at (R) into accumulator ACC.
-#define BLOCKDOTR(R, ACC) \
-	VMOVDQU      2(R), Y1 \
-	VMOVDQU      (CX), Y2 \
-	VPSIGNB      Y1, Y1, Y3 \
-	VPSIGNB      Y1, Y2, Y2 \
-	VPMADDUBSW   Y2, Y3, Y3 \
-	VPMADDWD     Y13, Y3, Y3 \
-	VCVTDQ2PS    Y3, Y3 \
-	VCVTPH2PS    (R), X4 \
-	VMULSS       (DX), X4, X4 \
-	VBROADCASTSS X4, Y4 \
-	VFMADD231PS  Y4, Y3, ACC
 
 // STORESUM reduces ACC's lanes as HSUM does and stores the sum at OFF(DI).
 #define STORESUM(ACC, OFF) \
