@@ -120,14 +120,7 @@ func (e *Executor) BenchDepth(nPrompt, nGen, depth, reps int, seed uint64) (*Ben
 		return nil, fmt.Errorf("runtime: bench of %d/%d tokens at depth %d does not fit the context of %d", nPrompt, nGen, depth, e.ctx)
 	}
 	r := rand.New(rand.NewPCG(seed, 1))
-	vocab := e.m.Config.Vocab
-	toks := func(n int) []int32 {
-		t := make([]int32, n)
-		for i := range t {
-			t[i] = int32(r.IntN(vocab))
-		}
-		return t
-	}
+	toks := func(n int) []int32 { return e.randomTokens(r, n) }
 	res := &BenchResult{PromptTokens: nPrompt, GenTokens: nGen, Depth: depth, Reps: reps, Devices: e.DeviceList()}
 	fill := func() error {
 		if depth == 0 {
@@ -156,19 +149,38 @@ func (e *Executor) BenchDepth(nPrompt, nGen, depth, reps int, seed uint64) (*Ben
 			if err := fill(); err != nil {
 				return nil, err
 			}
-			tok := toks(1)
-			t := time.Now()
-			for pos := depth; pos < depth+nGen; pos++ {
-				logits, err := e.Forward(tok, pos)
-				if err != nil {
-					return nil, err
-				}
-				tok[0] = Greedy(logits)
+			el, err := e.greedyDecode(toks(1)[0], depth, nGen)
+			if err != nil {
+				return nil, err
 			}
-			res.DecodeTokS = append(res.DecodeTokS, float64(nGen)/time.Since(t).Seconds())
+			res.DecodeTokS = append(res.DecodeTokS, float64(nGen)/el.Seconds())
 		}
 	}
 	return res, nil
+}
+
+// randomTokens returns n token ids drawn by r from the model's vocabulary.
+func (e *Executor) randomTokens(r *rand.Rand, n int) []int32 {
+	t := make([]int32, n)
+	for i := range t {
+		t[i] = int32(r.IntN(e.m.Config.Vocab))
+	}
+	return t
+}
+
+// greedyDecode decodes n tokens at positions from.., the first tok and each
+// next the greedy choice of the step before, and returns how long it took.
+func (e *Executor) greedyDecode(tok int32, from, n int) (time.Duration, error) {
+	t := time.Now()
+	in := []int32{tok}
+	for pos := from; pos < from+n; pos++ {
+		logits, err := e.Forward(in, pos)
+		if err != nil {
+			return 0, err
+		}
+		in[0] = Greedy(logits)
+	}
+	return time.Since(t), nil
 }
 
 // checkBench checks a bench's sizes before a session is sized from them.

@@ -58,13 +58,8 @@ func (e *Executor) DecodeBreakdown(n, depth int, seed uint64) (*Breakdown, error
 		return nil, fmt.Errorf("runtime: breakdown of %d tokens at depth %d does not fit the context of %d", n, depth, e.ctx)
 	}
 	r := rand.New(rand.NewPCG(seed, 2))
-	vocab := e.m.Config.Vocab
 	if depth > 0 {
-		t := make([]int32, depth)
-		for i := range t {
-			t[i] = int32(r.IntN(vocab))
-		}
-		if _, err := e.Prefill(t, 0); err != nil {
+		if _, err := e.Prefill(e.randomTokens(r, depth), 0); err != nil {
 			return nil, err
 		}
 	}
@@ -76,16 +71,10 @@ func (e *Executor) DecodeBreakdown(n, depth int, seed uint64) (*Breakdown, error
 	e.opts.SyncEachOp = true
 	defer func() { e.opts.SyncEachOp = sync }()
 	e.ResetStats()
-	tok := []int32{int32(r.IntN(vocab))}
-	start := time.Now()
-	for pos := depth; pos < depth+n; pos++ {
-		logits, err := e.Forward(tok, pos)
-		if err != nil {
-			return nil, err
-		}
-		tok[0] = Greedy(logits)
+	wall, err := e.greedyDecode(e.randomTokens(r, 1)[0], depth, n)
+	if err != nil {
+		return nil, err
 	}
-	wall := time.Since(start)
 	per := func(d time.Duration) float64 { return float64(d) / 1e6 / float64(n) }
 	b := &Breakdown{Tokens: n, Depth: depth, WallMS: per(wall), CopiesMS: per(e.Stats.Copies.Time)}
 	rows := map[string]*OpTime{}

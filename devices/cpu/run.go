@@ -298,23 +298,22 @@ func rotate(row []float32, p ops.RopeParams, cs []float32) {
 
 // ropeCache holds the rope factors of the last one-token step: a decode
 // step's q and k of every layer share one position, so they are computed
-// once per step instead of twice per layer.
+// once per step instead of twice per layer. The factors depend on the
+// position, the base, the rotated features and the frequency factors (the
+// graph's one table: Freqs is shared by its RoPE ops and never written).
 type ropeCache struct {
-	ok   bool
-	pos  int
-	p    ops.RopeParams
-	freq *float32 // p.Freqs's first element: the same table, not just equal
-	cs   []float32
+	pos   int
+	base  float32
+	freqs []float32
+	cs    []float32 // nil until the first step
 }
 
 // factors returns the rope factors of p at pos, from the cache when it
 // holds them.
 func (c *ropeCache) factors(p ops.RopeParams, pos int) []float32 {
-	var f *float32
-	if len(p.Freqs) > 0 {
-		f = &p.Freqs[0]
-	}
-	if c.ok && c.pos == pos && c.freq == f && len(c.p.Freqs) == len(p.Freqs) && c.p.Base == p.Base && c.p.Dims == p.Dims {
+	same := c.cs != nil && c.pos == pos && c.base == p.Base && len(c.cs) == p.Dims &&
+		len(c.freqs) == len(p.Freqs) && (len(p.Freqs) == 0 || &c.freqs[0] == &p.Freqs[0])
+	if same {
 		return c.cs
 	}
 	if cap(c.cs) < p.Dims {
@@ -322,7 +321,7 @@ func (c *ropeCache) factors(p ops.RopeParams, pos int) []float32 {
 	}
 	c.cs = c.cs[:p.Dims]
 	ropeFactors(c.cs, p, pos)
-	c.ok, c.pos, c.p, c.freq = true, pos, p, f
+	c.pos, c.base, c.freqs = pos, p.Base, p.Freqs
 	return c.cs
 }
 

@@ -52,7 +52,7 @@ type jobSlot struct {
 	active atomic.Int32  // workers between reading seq and leaving
 	t      task
 	n      int
-	chunk  int
+	chunk  int64
 	div    int64
 	align  int64
 	next   atomic.Int64
@@ -126,7 +126,7 @@ func (f *futexes) run(p *Pool, t task, n, align, workers int) {
 	// to a sixteenth of a thread's share, so that the first chunks are large
 	// and the last ones small enough to even the threads' finishing times.
 	s.t, s.n, s.align = t, n, int64(align)
-	s.chunk, s.div = max(align, n/(16*p.threads)), int64(2*p.threads)
+	s.chunk, s.div = int64(max(align, n/(16*p.threads))), int64(2*p.threads)
 	s.next.Store(0)
 	s.left.Store(int64(n))
 	s.seq.Add(1) // even: ready
@@ -159,7 +159,7 @@ func (f *futexes) claim(p *Pool, s *jobSlot) {
 		if lo >= n {
 			return
 		}
-		size := max(int64(s.chunk), (n-lo)/s.div)
+		size := max(s.chunk, (n-lo)/s.div)
 		hi := min(lo+(size+s.align-1)/s.align*s.align, n)
 		if !s.next.CompareAndSwap(lo, hi) {
 			continue

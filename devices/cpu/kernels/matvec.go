@@ -125,8 +125,7 @@ func (p *Pool) matMul(k *kernel, w []byte, rows, cols int, x []float32, n int, y
 		// chunks of at least minChunkBytes, so that a small matrix (a
 		// decode step's k and v) is not claimed a row at a time by 16
 		// threads.
-		s.mm.tile = rows
-		align = max(1, minChunkBytes/stride)
+		s.mm.tile, align = rows, max(1, minChunkBytes/stride)
 	}
 	p.runTask(&s.mm, rows, align)
 	s.mm = matTask{}

@@ -2,6 +2,17 @@
 
 #include "textflag.h"
 
+// SUMQ leaves in AX the sum of the uint64 lanes of Y0..Y3, using Y1 and Y2.
+#define SUMQ \
+	VPADDQ Y1, Y0, Y0 \
+	VPADDQ Y3, Y2, Y2 \
+	VPADDQ Y2, Y0, Y0 \
+	VEXTRACTI128 $1, Y0, X1 \
+	VPADDQ X1, X0, X0 \
+	VPSHUFD $0x4e, X0, X1 \
+	VPADDQ X1, X0, X0 \
+	MOVQ X0, AX
+
 // func readSumAVX2(p *uint64, n int) uint64
 // Sums n uint64s (n a multiple of 32) with four YMM accumulators: the loads
 // stream at the core's read bandwidth, the adds are free beside them.
@@ -25,14 +36,7 @@ loop:
 	ADDQ $256, SI
 	DECQ CX
 	JNZ  loop
-	VPADDQ Y1, Y0, Y0
-	VPADDQ Y3, Y2, Y2
-	VPADDQ Y2, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPADDQ X1, X0, X0
-	VPSHUFD $0x4e, X0, X1
-	VPADDQ X1, X0, X0
-	MOVQ X0, AX
+	SUMQ
 	MOVQ AX, ret+16(FP)
 	VZEROUPPER
 	RET
@@ -68,14 +72,7 @@ loop4:
 	ADDQ $64, R10
 	DECQ CX
 	JNZ  loop4
-	VPADDQ Y1, Y0, Y0
-	VPADDQ Y3, Y2, Y2
-	VPADDQ Y2, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPADDQ X1, X0, X0
-	VPSHUFD $0x4e, X0, X1
-	VPADDQ X1, X0, X0
-	MOVQ X0, AX
+	SUMQ
 	MOVQ AX, ret+24(FP)
 	VZEROUPPER
 	RET
