@@ -30,6 +30,11 @@ type Device struct {
 	mem     int64 // bytes of buffers, dequantized vectors and KV cache
 	kvBytes int64 // of which KV cache
 	mapped  int64 // bytes of weights used in place from the file
+	// fuse: decode mat-vecs of one input are held and run together
+	// (fuse.go); set for the backend's devices, not for devices built on
+	// this one (simulated ones, which act on each op as it runs).
+	fuse bool
+	held held
 }
 
 // weight is a resident weight: quantized bytes used in place, plus an f32 copy
@@ -135,6 +140,7 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 // on this one that holds some weights only for a while (a simulated GPU's
 // streamed weights, devices.WeightStreamer). A name not loaded is ignored.
 func (d *Device) DropWeight(name string) {
+	d.flushLater()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	w, ok := d.weights[name]
@@ -166,6 +172,9 @@ func (d *Device) Alloc(n int) (devices.Buffer, error) {
 
 // Free implements devices.Allocator.
 func (d *Device) Free(b devices.Buffer) error {
+	if err := d.flush(); err != nil {
+		return err
+	}
 	cb, err := d.buf(b)
 	if err != nil {
 		return err
@@ -196,6 +205,9 @@ func (d *Device) View(b devices.Buffer, n int) (devices.Buffer, error) {
 
 // Write implements devices.Device.
 func (d *Device) Write(dst devices.Buffer, src []float32) error {
+	if err := d.flush(); err != nil {
+		return err
+	}
 	b, err := d.buf(dst)
 	if err != nil {
 		return err
@@ -205,6 +217,9 @@ func (d *Device) Write(dst devices.Buffer, src []float32) error {
 
 // Read implements devices.Device.
 func (d *Device) Read(dst []float32, src devices.Buffer) error {
+	if err := d.flush(); err != nil {
+		return err
+	}
 	b, err := d.buf(src)
 	if err != nil {
 		return err
@@ -212,8 +227,8 @@ func (d *Device) Read(dst []float32, src devices.Buffer) error {
 	return devices.HostRead(d.name, dst, b.F)
 }
 
-// Sync implements devices.Device; CPU ops finish before Run returns.
-func (d *Device) Sync() error { return nil }
+// Sync implements devices.Device: it runs the mat-vecs Run holds back.
+func (d *Device) Sync() error { return d.flush() }
 
 // MemoryUsed implements devices.Device: buffers, KV cache and weights, counting
 // mapped weights at their file size.
@@ -225,6 +240,7 @@ func (d *Device) MemoryUsed() int64 {
 
 // Close implements devices.Device.
 func (d *Device) Close() error {
+	err := d.flush()
 	d.pool.Close()
 	d.mu.Lock()
 	for _, w := range d.weights {
@@ -235,7 +251,7 @@ func (d *Device) Close() error {
 	d.weights, d.kv = map[string]*weight{}, map[int]*kvCache{}
 	d.mem, d.mapped, d.kvBytes = 0, 0, 0
 	d.mu.Unlock()
-	return nil
+	return err
 }
 
 // KVCacheBytes is the part of MemoryUsed that is KV cache (f16 keys and
@@ -293,9 +309,15 @@ func init() {
 			// Separate devices share the cores.
 			threads = max(1, runtime.NumCPU()/n)
 		}
-		devs := []devices.Device{New("cpu", threads)}
-		for i := 1; i < n; i++ {
-			devs = append(devs, New(fmt.Sprintf("cpu:%d", i), threads))
+		var devs []devices.Device
+		for i := range n {
+			name := "cpu"
+			if i > 0 {
+				name = fmt.Sprintf("cpu:%d", i)
+			}
+			d := New(name, threads)
+			d.fuse = true
+			devs = append(devs, d)
 		}
 		return devs, nil
 	}})

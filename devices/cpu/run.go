@@ -16,21 +16,42 @@ import (
 // A memory fault reading the op's weight (a mapped model file truncated
 // under it) is returned as an error wrapping kernels.ErrFault, on this
 // goroutine as on the pool's workers, instead of ending the process.
-func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) (err error) {
+//
+// A device made by the backend (Open) holds a decode step's mat-vec back
+// until the next call that is not another mat-vec of the same input, and
+// then multiplies them together (flush): a step's q, k and v, and its gate
+// and up, are one parallel job each, their input quantized once. Whatever
+// reads the device's state first (Run of another op, Read, Write, Sync,
+// Free, DropWeight, Close) runs them, so callers see no difference but the
+// timing: the held ops' time falls to the call that runs them, as on a
+// GPU, and Sync after each op (profiles, bench --ops) runs each alone.
+func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
+	if held, err := d.hold(op, in, out); held || err != nil {
+		return err
+	}
+	if err := d.flush(); err != nil {
+		return err
+	}
+	return d.guard(op.String(), func() error { return d.run(op, st, in, out) })
+}
+
+// guard runs fn with memory faults reading a weight returned as errors
+// naming what, not ending the process.
+func (d *Device) guard(what string, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			if _, ok := r.(interface{ Addr() uintptr }); !ok {
 				panic(r)
 			}
-			err = fmt.Errorf("cpu: op %s: %w", op, kernels.ErrFault)
+			err = fmt.Errorf("cpu: op %s: %w", what, kernels.ErrFault)
 		}
 	}()
-	if err := d.run(op, st, in, out); err != nil {
+	if err := fn(); err != nil {
 		return err
 	}
 	if err := d.pool.Fault(); err != nil {
-		return fmt.Errorf("cpu: op %s: %w", op, err)
+		return fmt.Errorf("cpu: op %s: %w", what, err)
 	}
 	return nil
 }

@@ -2,6 +2,8 @@
 
 package kernels
 
+import "os"
+
 func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 func xgetbv() (eax uint32)
 
@@ -69,4 +71,24 @@ var hasAVX512BF16 = func() bool {
 	}
 	eax, _, _, _ := cpuid(7, 1)
 	return eax&(1<<5) != 0
+}()
+
+// isAMD reports an AMD CPU (vendor "AuthenticAMD").
+var isAMD = func() bool {
+	_, ebx, ecx, edx := cpuid(0, 0)
+	return ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163
+}()
+
+// streamPrefetch says whether the four-stream decode kernels prefetch each
+// stream ahead in software (q8_0Rows4, gemvQ4_0Packed4) or leave it to the
+// hardware prefetchers (the NP variants); HYBRID_CPU_PREFETCH=0 or 1
+// overrides the CPU's default, to measure both.
+var streamPrefetch = func() bool {
+	switch os.Getenv("HYBRID_CPU_PREFETCH") {
+	case "0":
+		return false
+	case "1":
+		return true
+	}
+	return !isAMD
 }()

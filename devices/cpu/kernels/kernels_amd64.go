@@ -20,13 +20,20 @@ func q8_0Rows(w *byte, stride, rows int, xq *int8, xd *float32, nb int, y *float
 //go:noescape
 func q8_0Rows4(w *byte, stride, gap, quads int, xq *int8, xd *float32, nb int, y *float32, ygap int)
 
+//go:noescape
+func q8_0Rows4NP(w *byte, stride, gap, quads int, xq *int8, xd *float32, nb int, y *float32, ygap int)
+
 // q8_0Streams is q8_0Rows reading four places of w at once: the rows in
 // four quarters, row i of each quarter with the others (q8_0Rows4), and the
 // rows left over one by one. Each row's sum is q8_0Rows's to the bit.
 func q8_0Streams(w []byte, stride int, x *xrow, y []float32) {
 	q := len(y) / 4
 	if q > 0 {
-		q8_0Rows4(&w[0], stride, q*stride, q, &x.q[0], &x.d[0], len(x.d), &y[0], 4*q)
+		f := q8_0Rows4NP
+		if streamPrefetch {
+			f = q8_0Rows4
+		}
+		f(&w[0], stride, q*stride, q, &x.q[0], &x.d[0], len(x.d), &y[0], 4*q)
 	}
 	if r := 4 * q; r < len(y) {
 		q8_0Rows(&w[r*stride], stride, len(y)-r, &x.q[0], &x.d[0], len(x.d), &y[r])

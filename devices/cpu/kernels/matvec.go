@@ -190,6 +190,9 @@ type scratch struct {
 	tt     tile4Task
 	lt     layoutTask
 	off    []int32
+	offK   []int32 // MatVecs: a Q4_K matrix's offsets beside a Q4_0 one's
+	parts  []vecPart
+	vt     vecsTask
 	ktiles []kTile
 	pt     packedTask
 	fm     fileMatrix

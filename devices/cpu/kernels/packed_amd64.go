@@ -78,6 +78,9 @@ func gemmPackedK4(w []byte, nb int, a *kTile, y *[4 * panelRows]float32) {
 //go:noescape
 func gemvQ4_0Packed4(w *byte, gap, nb, quads int, xq *int8, xoff *int32, xd *float32, y *float32, ygap int)
 
+//go:noescape
+func gemvQ4_0Packed4NP(w *byte, gap, nb, quads int, xq *int8, xoff *int32, xd *float32, y *float32, ygap int)
+
 // gemvPackedStreams is gemvPacked over the np Q4_0 panels at w for one
 // input, y their np·16 outputs: the panels in four quarters, panel i of each
 // quarter with the others (gemvQ4_0Packed4), so that the thread reads four
@@ -89,7 +92,11 @@ func gemvPackedStreams(w []byte, np, nb int, x *xrow, off []int32, y []float32) 
 	if q > 0 {
 		_, _, _ = w[np*pb-1], x.q[nb*32-1], x.d[nb-1]
 		_, _ = off[nb-1], y[np*panelRows-1]
-		gemvQ4_0Packed4(&w[0], q*pb, nb, q, &x.q[0], &off[0], &x.d[0], &y[0], q*panelRows*4)
+		f := gemvQ4_0Packed4NP
+		if streamPrefetch {
+			f = gemvQ4_0Packed4
+		}
+		f(&w[0], q*pb, nb, q, &x.q[0], &off[0], &x.d[0], &y[0], q*panelRows*4)
 	}
 	for p := 4 * q; p < np; p++ {
 		gemvPacked(w[p*pb:], nb, x, off, y[p*panelRows:])

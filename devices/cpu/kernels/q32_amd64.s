@@ -50,6 +50,72 @@ GLOBL ones16<>(SB), RODATA|NOPTR, $4
 // Q4_0 goes block by block as ggml_vec_dot_q4_0_q8_0 does, so that the sum
 // is llama.cpp's to the bit: nibbles minus 8 as signed bytes, then BLOCKDOT.
 
+// Function bodies as macros sit before the first TEXT, where go vet's
+// frame checks do not take their argument names for another function's.
+// Q8PF prefetches 4 KiB ahead of R; NOPF8 is q8_0Rows4NP's nothing.
+#define Q8PF(R) PREFETCHT0 4096(R)
+#define NOPF8(R)
+
+// Q8ROWS4 is q8_0Rows4's body, PF(R) its prefetch of the row at R.
+#define Q8ROWS4(PF) \
+	MOVQ w+0(FP), SI \
+	MOVQ stride+8(FP), R8 \
+	MOVQ quads+24(FP), R9 \
+	MOVQ xq+32(FP), R10 \
+	MOVQ xd+40(FP), R11 \
+	MOVQ nb+48(FP), R12 \
+	MOVQ y+56(FP), DI \
+	VPBROADCASTD ones16<>(SB), Y13 \
+q80quad: \
+	MOVQ   SI, BX \
+	MOVQ   gap+16(FP), R14 \
+	ADDQ   SI, R14 \
+	MOVQ   gap+16(FP), R15 \
+	ADDQ   R14, R15 \
+	MOVQ   gap+16(FP), AX \
+	ADDQ   R15, AX \
+	MOVQ   R10, CX \
+	MOVQ   R11, DX \
+	MOVQ   R12, R13 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7 \
+	VXORPS Y8, Y8, Y8 \
+q80qblock: \
+	PF(BX) \
+	PF(R14) \
+	PF(R15) \
+	PF(AX) \
+	BLOCKDOTR(BX, Y5) \
+	BLOCKDOTR(R14, Y6) \
+	BLOCKDOTR(R15, Y7) \
+	BLOCKDOTR(AX, Y8) \
+	ADDQ    $34, BX \
+	ADDQ    $34, R14 \
+	ADDQ    $34, R15 \
+	ADDQ    $34, AX \
+	ADDQ    $32, CX \
+	ADDQ    $4, DX \
+	DECQ    R13 \
+	JNZ     q80qblock \
+	MOVQ ygap+64(FP), R13 \
+	STORESUM(Y5, 0) \
+	ADDQ R13, DI \
+	STORESUM(Y6, 0) \
+	ADDQ R13, DI \
+	STORESUM(Y7, 0) \
+	ADDQ R13, DI \
+	STORESUM(Y8, 0) \
+	SUBQ R13, DI \
+	SUBQ R13, DI \
+	SUBQ R13, DI \
+	ADDQ $4, DI \
+	ADDQ R8, SI \
+	DECQ R9 \
+	JNZ  q80quad \
+	VZEROUPPER \
+	RET
+
 // func q4_0Rows(w *byte, stride, rows int, xq *int8, xd *float32, xs *float32, nb int, y *float32)
 TEXT ·q4_0Rows(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
@@ -318,65 +384,11 @@ q51block:
 // q8_0Rows for four rows at once, gap bytes (and ygap outputs) apart: rows
 // i, i+q, i+2q, i+3q for i < quads, so that each thread streams four
 // places of its weights at a time, as llama.cpp's repacked kernels read four
-// tiles; each row's arithmetic is q8_0Rows's, to the bit.
+// tiles; each row's arithmetic is q8_0Rows's, to the bit. q8_0Rows4NP is
+// the same without software prefetch.
 TEXT ·q8_0Rows4(SB), NOSPLIT, $0-72
-	MOVQ w+0(FP), SI
-	MOVQ stride+8(FP), R8
-	MOVQ quads+24(FP), R9
-	MOVQ xq+32(FP), R10
-	MOVQ xd+40(FP), R11
-	MOVQ nb+48(FP), R12
-	MOVQ y+56(FP), DI
-	VPBROADCASTD ones16<>(SB), Y13
+	Q8ROWS4(Q8PF)
 
-q80quad:
-	MOVQ   SI, BX
-	MOVQ   gap+16(FP), R14
-	ADDQ   SI, R14
-	MOVQ   gap+16(FP), R15
-	ADDQ   R14, R15
-	MOVQ   gap+16(FP), AX
-	ADDQ   R15, AX
-	MOVQ   R10, CX
-	MOVQ   R11, DX
-	MOVQ   R12, R13
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-
-q80qblock:
-	PREFETCHT0 4096(BX)
-	PREFETCHT0 4096(R14)
-	PREFETCHT0 4096(R15)
-	PREFETCHT0 4096(AX)
-	BLOCKDOTR(BX, Y5)
-	BLOCKDOTR(R14, Y6)
-	BLOCKDOTR(R15, Y7)
-	BLOCKDOTR(AX, Y8)
-	ADDQ    $34, BX
-	ADDQ    $34, R14
-	ADDQ    $34, R15
-	ADDQ    $34, AX
-	ADDQ    $32, CX
-	ADDQ    $4, DX
-	DECQ    R13
-	JNZ     q80qblock
-
-	MOVQ ygap+64(FP), R13
-	STORESUM(Y5, 0)
-	ADDQ R13, DI
-	STORESUM(Y6, 0)
-	ADDQ R13, DI
-	STORESUM(Y7, 0)
-	ADDQ R13, DI
-	STORESUM(Y8, 0)
-	SUBQ R13, DI
-	SUBQ R13, DI
-	SUBQ R13, DI
-	ADDQ $4, DI
-	ADDQ R8, SI
-	DECQ R9
-	JNZ  q80quad
-	VZEROUPPER
-	RET
+// func q8_0Rows4NP(w *byte, stride, gap, quads int, xq *int8, xd *float32, nb int, y *float32, ygap int)
+TEXT ·q8_0Rows4NP(SB), NOSPLIT, $0-72
+	Q8ROWS4(NOPF8)

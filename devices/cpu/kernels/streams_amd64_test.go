@@ -21,7 +21,9 @@ func TestQ8_0Streams(t *testing.T) {
 	const cols = 512
 	p := NewPool(1)
 	defer p.Close()
-	for _, rows := range []int{1, 3, 4, 5, 8, 13, 64, 67} {
+	defer func(pf bool) { streamPrefetch = pf }(streamPrefetch)
+	for i, rows := range []int{1, 3, 4, 5, 8, 13, 64, 67, 1, 3, 4, 5, 8, 13, 64, 67} {
+		streamPrefetch = i < 8 // both kernels: with software prefetch and without
 		w := randomWeights(t, rng, quant.Q8_0, rows, cols)
 		x := randomInput(rng, cols)
 		xs := p.scratch.prepare(p, kernelFor[quant.Q8_0], x, 1, cols)
@@ -31,7 +33,7 @@ func TestQ8_0Streams(t *testing.T) {
 		q8_0Streams(w, stride, &xs[0], got)
 		for r := range want {
 			if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
-				t.Fatalf("%d rows: row %d is %v, q8_0Rows gives %v", rows, r, got[r], want[r])
+				t.Fatalf("%d rows, prefetch %v: row %d is %v, q8_0Rows gives %v", rows, streamPrefetch, r, got[r], want[r])
 			}
 		}
 	}
@@ -47,7 +49,9 @@ func TestPackedStreams(t *testing.T) {
 	const cols = 256
 	p := NewPool(1)
 	defer p.Close()
-	for _, np := range []int{1, 3, 4, 5, 9, 17} {
+	defer func(pf bool) { streamPrefetch = pf }(streamPrefetch)
+	for i, np := range []int{1, 3, 4, 5, 9, 17, 1, 3, 4, 5, 9, 17} {
+		streamPrefetch = i < 6 // both kernels: with software prefetch and without
 		rows := np * panelRows
 		w := randomWeights(t, rng, quant.Q4_0, rows, cols)
 		pk := Pack(p, quant.Q4_0, w, rows, cols)
@@ -71,7 +75,7 @@ func TestPackedStreams(t *testing.T) {
 		pk.Free()
 		for r := range want {
 			if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
-				t.Fatalf("%d panels: row %d is %v, gemvPacked gives %v", np, r, got[r], want[r])
+				t.Fatalf("%d panels, prefetch %v: row %d is %v, gemvPacked gives %v", np, streamPrefetch, r, got[r], want[r])
 			}
 		}
 	}
