@@ -6,6 +6,7 @@
 #   here:      bash bench/cpu-host.sh pack      # .build/cpuhost/{hybrid,lcpp.tgz,cpu-host.sh}
 #   on host:   bash .build/cpuhost/cpu-host.sh build    # llama.cpp CPU tools, ~3 min on 16 cores
 #              bash .build/cpuhost/cpu-host.sh run [THREADS...]   # default: 8 16
+#              bash .build/cpuhost/cpu-host.sh ab   # alternated rounds of the CPU switches
 #
 # `run` writes synthetic TinyLlama-1.1B Q4_0 and Q4_K_M (hybrid synth), then
 # for each thread count measures pp512 and tg128 (3 repetitions) with
@@ -36,6 +37,30 @@ build)
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF >$D/cmake.log 2>&1
   cmake --build $D/build -j"$(nproc)" --target llama-bench >$D/build.log 2>&1
   echo $D/build/bin ;;
+ab)
+  # Alternated rounds on one machine: llama-bench, then hybrid with the
+  # CPU device's switches (held mat-vecs, software prefetch) each way.
+  H=$here/hybrid LB=/tmp/lcpp-cpu/build/bin/llama-bench
+  for t in Q8_0 Q4_0; do
+    m=/tmp/tinyllama-1.1b-$t.gguf
+    [[ -f $m ]] || $H synth --preset tinyllama-1.1b --type $t -o $m >/dev/null
+    cat $m >/dev/null
+  done
+  $H membw --threads 16
+  lb() { $LB -m "$1" -p 0 -n 128 -r 3 -t "$2" 2>/dev/null | grep tg | awk -F'|' '{print $8}'; }
+  hb() { env $3 $H bench --model "$1" -p 0 -n 128 -r 3 --threads "$2" | grep tg; }
+  for r in 1 2; do
+    for th in 16 8; do
+      m=/tmp/tinyllama-1.1b-Q8_0.gguf
+      echo "Q8_0 t$th r$r llama $(lb $m $th)"
+      for v in "HYBRID_CPU_FUSE=1 HYBRID_CPU_PREFETCH=1" "HYBRID_CPU_FUSE=1 HYBRID_CPU_PREFETCH=0" "HYBRID_CPU_FUSE=0 HYBRID_CPU_PREFETCH=1"; do
+        echo "Q8_0 t$th r$r $v $(hb $m $th "$v")"
+      done
+    done
+    m=/tmp/tinyllama-1.1b-Q4_0.gguf
+    echo "Q4_0 t16 r$r llama $(lb $m 16)"
+    for v in HYBRID_CPU_PREFETCH=1 HYBRID_CPU_PREFETCH=0; do echo "Q4_0 t16 r$r $v $(hb $m 16 "$v")"; done
+  done ;;
 run)
   shift
   threads=("$@"); [[ ${#threads[@]} -gt 0 ]] || threads=(8 16)
