@@ -414,21 +414,29 @@ func TestPromptAttention(t *testing.T) {
 	}
 }
 
-// TestSplitAttention checks decode steps whose span is split over several
-// blocks (flash-decoding: parts of at least 256 keys, at most attParts): a
-// step of one row and one of three after a 4100-token prompt (17 parts'
-// worth of keys, so 16 parts of 257), and one of one row at 300 (two parts),
-// against float64 attention within 1e-5 of max|v|, as the unsplit kernel.
+// TestSplitAttention checks steps of a few rows whose span is split over
+// several blocks (flash-decoding: parts of at least 256 keys, at most
+// attParts, by query head; of at least 128, at most attgParts, by KV head):
+// a step of five rows from position 0 (one part, each row its own span), a
+// step of one row and one of three after a 4100-token prompt (every part
+// used), and one of one row at 300 (two or three parts), against float64
+// attention within 1e-5 of max|v|, as the unsplit kernel.
 func TestSplitAttention(t *testing.T) {
 	g := gpu(t)
 	r := rand.New(rand.NewPCG(33, 34))
 	// Head sizes of the three kernels (attention_t2, _t4 and the general
 	// one), one that is not a multiple of 64, and one not of 8 (no 16-byte
-	// key loads); grouped and plain multi-head attention.
+	// key loads); grouped and plain multi-head attention. Head sizes 64
+	// and 128 run by KV head (attention_g): groups of 1, 2, 3 (a block of
+	// four with one head empty), 4, 7 (Qwen2.5-0.5B's), 8 (TinyLlama's)
+	// and 16 (two blocks of eight a KV head).
 	for c, a := range []ops.AttnParams{
 		{Heads: 8, KVHeads: 2, HeadDim: 64, Context: 4200}, {Heads: 4, KVHeads: 4, HeadDim: 128, Context: 4200},
 		{Heads: 6, KVHeads: 2, HeadDim: 80, Context: 4200}, {Heads: 2, KVHeads: 1, HeadDim: 256, Context: 4200},
 		{Heads: 4, KVHeads: 2, HeadDim: 36, Context: 4200},
+		{Heads: 32, KVHeads: 4, HeadDim: 64, Context: 4200}, {Heads: 14, KVHeads: 2, HeadDim: 64, Context: 4200},
+		{Heads: 32, KVHeads: 2, HeadDim: 64, Context: 4200}, {Heads: 8, KVHeads: 4, HeadDim: 128, Context: 4200},
+		{Heads: 12, KVHeads: 4, HeadDim: 128, Context: 4200}, {Heads: 64, KVHeads: 8, HeadDim: 128, Context: 4200},
 	} {
 		t.Run(fmt.Sprintf("heads=%d/%d,dim=%d", a.Heads, a.KVHeads, a.HeadDim), func(t *testing.T) {
 			op := &ops.Op{Kind: ops.Attention, Name: "attn", Layer: 300 + c, Attn: a}
@@ -455,7 +463,8 @@ func TestSplitAttention(t *testing.T) {
 				}
 				t.Logf("pos %d, %d rows: max error %.2g of max|v|", st.Pos, n, e)
 			}
-			step(ops.Step{Tokens: make([]int32, 299), Pos: 0}, false)
+			step(ops.Step{Tokens: make([]int32, 5), Pos: 0}, true)
+			step(ops.Step{Tokens: make([]int32, 294), Pos: 5}, false)
 			step(ops.Step{Tokens: make([]int32, 1), Pos: 299}, true)
 			step(ops.Step{Tokens: make([]int32, 3800), Pos: 300}, false)
 			step(ops.Step{Tokens: make([]int32, 1), Pos: 4100}, true)

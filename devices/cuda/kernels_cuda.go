@@ -66,6 +66,10 @@ type kernels struct {
 	attention, kvAppend         kernel
 	attentionT2, attentionT4    kernel // attention for head sizes up to 64 and 128 (kernels/attention.cu)
 	fattnD64, fattnD128         kernel // a prompt's attention on tensor cores for head sizes 64 and 128
+	// attentionG is a few rows' attention by key-value head (attention_g*
+	// in kernels/attention.cu): [head size 64, 128][up to 1, 2, 4, 8 query
+	// heads a block].
+	attentionG [2][4]kernel
 	ropeKV                      kernel // fused decode RoPE and cache append
 	mmtSum                      kernel // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
 	toF16                       kernel // a prefill mat-mul's activations rounded to f16 (kernels/matmul.cu)
@@ -151,6 +155,13 @@ func loadKernels() (*kernels, error) {
 	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.attentionT2, am, "attention_t2"}, {&k.attentionT4, am, "attention_t4"}, {&k.fattnD64, am, "fattn_d64"}, {&k.fattnD128, am, "fattn_d128"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}, {&k.mmtSum, mm, "mmt_sum"}, {&k.toF16, mm, "to_f16"}} {
 		if *p.k, err = get(p.m, p.name); err != nil {
 			return nil, err
+		}
+	}
+	for d, hd := range []int{64, 128} {
+		for g := range k.attentionG[d] {
+			if k.attentionG[d][g], err = get(am, fmt.Sprintf("attention_g%d_%d", hd, 1<<g)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return k, nil

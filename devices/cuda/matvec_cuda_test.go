@@ -152,7 +152,7 @@ func TestDecodeAttention(t *testing.T) {
 		g.Write(q, verify.RandVec(r, a.Heads*a.HeadDim))
 		out, _ := g.Alloc(a.Heads * a.HeadDim)
 		line := fmt.Sprintf("ATTENTION %d/%d heads of %d:", a.Heads, a.KVHeads, a.HeadDim)
-		for _, depth := range []int{256, 1024, 4096} {
+		for _, depth := range []int{16, 256, 1024, 4096} {
 			const reps, per = 5, 20
 			var el time.Duration
 			err := g.do(func() error {

@@ -617,7 +617,7 @@ func (d *Device) kvFor(op *ops.Op) (*kvCache, error) {
 	}
 	// The split attention's scratch is made here, with the caches, not at
 	// a launch that a decode step's graph capture may hold.
-	if need := int64(attSplitRows*a.Heads*attParts*(2+a.HeadDim)) * 4; need > d.nattP {
+	if need := int64(attSplitRows*a.Heads*max(attParts, attgParts)*(2+a.HeadDim)) * 4; need > d.nattP {
 		if err := d.regrow(&d.attP, need); err != nil {
 			return nil, fmt.Errorf("attention scratch: %w", err)
 		}
@@ -682,12 +682,39 @@ func (d *Device) fattn(a ops.AttnParams) (kernel, bool) {
 	return kernel{}, false
 }
 
+// attgWarps and attgParts are attention_g's warps per block (ATG_WARPS)
+// and most parts a row's span is split over (ATG_PARTS), each at least 128
+// keys.
+const attgWarps, attgParts = 4, 32
+
+// noGQA turns attention_g off (HYBRID_CUDA_GQA=0): a few rows' attention
+// then runs by query head (attention_t2, _t4), to measure the two.
+var noGQA = os.Getenv("HYBRID_CUDA_GQA") == "0"
+
+// attendG returns attention_g's kernel for a, its blocks per KV head and
+// whether it applies: head sizes 64 and 128, query heads a whole multiple
+// of the KV heads.
+func (d *Device) attendG(a ops.AttnParams) (kernel, int, bool) {
+	if noGQA || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || (a.HeadDim != 64 && a.HeadDim != 128) {
+		return kernel{}, 0, false
+	}
+	g, gm := a.Heads/a.KVHeads, 0
+	for 1<<gm < min(g, 8) {
+		gm++
+	}
+	return d.k.attentionG[a.HeadDim/128][gm], (g + 1<<gm - 1) >> gm, true
+}
+
 // attendAt is attend for a batched step's rows where rows is d.rowPos (each
 // row's position and first cell), or for one sequence's n rows from the
 // step's position where it is 0.
 func (d *Device) attendAt(op *ops.Op, n int, q, out *Buffer, c *kvCache, rows uintptr) error {
 	a := op.Attn
 	scale := 1 / float32(math.Sqrt(float64(a.HeadDim)))
+	if kg, groups, ok := d.attendG(a); ok && n <= attSplitRows {
+		return launch(kg, a.KVHeads*groups, n*attgParts, 32*attgWarps, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
+			i32(a.Heads).i32(a.KVHeads).ptr(uintptr(d.tokens)).f32(scale).ptr(rows).ptr(uintptr(d.attP)).ptr(uintptr(d.attC)).i32(attgParts))
+	}
 	k := d.k.attention
 	switch {
 	case a.HeadDim <= 64:

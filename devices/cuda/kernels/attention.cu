@@ -150,6 +150,203 @@ ATTENTION(attention, 8)
 ATTENTION(attention_t2, 2)
 ATTENTION(attention_t4, 4)
 
+// attention_g<D>_<GM>: the same attention as attention_t2/t4 for steps of
+// a few rows (decode, batched decode), by key-value head instead of by query
+// head, for head sizes 64 and 128. A block takes up to GM of the query heads
+// that share one key-value head (grouped-query attention: TinyLlama's 8 a
+// KV head), one row, and one part of the row's span; a warp takes 32 keys at
+// a time, lane l key l: it loads the key's row once (16-byte loads) and
+// scores it against each of the block's query heads (held in shared
+// memory), f32 sums in feature order; per head, the warp takes the 32
+// scores' maximum and updates its running maximum, sum and value
+// accumulator once (an online softmax over rounds of 32); then each of the
+// 32 value rows, loaded once (half2, lane l features 2l, 2l+1, +64), is
+// added into every head's accumulator with that head's weight. So a key and
+// a value are read once per KV head, not once per query head, and no lane
+// waits on a reduction for every key. The warps' results are merged through
+// shared memory, a split span's parts as attn's are (ATG_SPLIT keys at
+// least, at most S parts). Bound: reading the cache at depth; the
+// per-query-head kernel read TinyLlama's keys eight times and reduced
+// across the warp for every key.
+#define ATG_WARPS 4    // attgWarps in run_cuda.go
+#define ATG_SPLIT 128  // the fewest keys of a part
+#define ATG_PARTS 32   // the most parts (attgParts in run_cuda.go)
+template <int D, int GM>
+__device__ __forceinline__ void attng(const float *q, const __half *kc, const __half *vc, float *out, int heads, int kvHeads,
+                                      const int *posp, float scale, const int *rowp, float *part, int *count, int S) {
+	constexpr int J = D / 64;  // half2 features a lane holds of a value row: 2·lane + 64·j
+	constexpr int KP = D / 8;  // 16-byte pieces of a key row
+	__shared__ __align__(16) float qs[GM][D];
+	__shared__ float ps[ATG_WARPS][GM][32];
+	__shared__ float sm[ATG_WARPS][GM][2 + D];
+	__shared__ float fz[GM][ATG_PARTS];
+	__shared__ float tots[GM];
+	__shared__ int last;
+	int G = heads / kvHeads, groups = (G + GM - 1) / GM;
+	int kvh = blockIdx.x / groups, h0 = kvh * G + (blockIdx.x % groups) * GM, gn = min(GM, kvh * G + G - h0);
+	int i = blockIdx.y / S, z = blockIdx.y % S, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	int pos = *posp; // the step's position, read from the device
+	// The queries, 16 bytes a thread at a time, every load issued before
+	// any is stored (a loop of dependent trips doubled a shallow step).
+	constexpr int QV = GM * D / 4, QR = (QV + 32 * ATG_WARPS - 1) / (32 * ATG_WARPS);
+	float4 qv[QR];
+#pragma unroll
+	for (int r = 0; r < QR; r++) {
+		int e = threadIdx.x + 32 * ATG_WARPS * r, g = e / (D / 4);
+		qv[r] = e < QV && g < gn ? *(const float4 *)(q + ((long long)i * heads + h0) * D + 4 * e) : make_float4(0, 0, 0, 0);
+	}
+#pragma unroll
+	for (int r = 0; r < QR; r++) {
+		int e = threadIdx.x + 32 * ATG_WARPS * r;
+		if (e < QV) *(float4 *)(&qs[0][0] + 4 * e) = qv[r];
+	}
+	int dim = kvHeads * D, kh = kvh * D, span = pos + i + 1;
+	if (rowp) {
+		span = rowp[2 * i] + 1;
+		long long cell = rowp[2 * i + 1];
+		kc += cell * dim, vc += cell * dim;
+	}
+	int chunk = max(ATG_SPLIT, (span + S - 1) / S), parts = (span + chunk - 1) / chunk;
+	if (z >= parts) return;
+	int lo = z * chunk, hi = min(span, lo + chunk);
+	__syncthreads();
+	float m[GM], s[GM];
+	float2 acc[GM][J];
+#pragma unroll
+	for (int g = 0; g < GM; g++) {
+		m[g] = -INFINITY, s[g] = 0;
+#pragma unroll
+		for (int j = 0; j < J; j++) acc[g][j] = make_float2(0, 0);
+	}
+	for (int base = lo + 32 * warp; base < hi; base += 32 * ATG_WARPS) {
+		int key = base + lane;
+		float x[GM];
+#pragma unroll
+		for (int g = 0; g < GM; g++) x[g] = 0;
+		if (key < hi) {
+			const uint4 *kr = (const uint4 *)(kc + (long long)key * dim + kh);
+			uint4 w[KP];
+#pragma unroll
+			for (int c = 0; c < KP; c++) w[c] = kr[c];
+#pragma unroll
+			for (int c = 0; c < KP; c++) {
+				float2 k0 = __half22float2(*(__half2 *)&w[c].x), k1 = __half22float2(*(__half2 *)&w[c].y);
+				float2 k2 = __half22float2(*(__half2 *)&w[c].z), k3 = __half22float2(*(__half2 *)&w[c].w);
+#pragma unroll
+				for (int g = 0; g < GM; g++) {
+					float4 qa = *(const float4 *)(&qs[g][8 * c]), qb = *(const float4 *)(&qs[g][8 * c + 4]);
+					float d = x[g];
+					d = fmaf(qa.x, k0.x, d), d = fmaf(qa.y, k0.y, d), d = fmaf(qa.z, k1.x, d), d = fmaf(qa.w, k1.y, d);
+					d = fmaf(qb.x, k2.x, d), d = fmaf(qb.y, k2.y, d), d = fmaf(qb.z, k3.x, d), d = fmaf(qb.w, k3.y, d);
+					x[g] = d;
+				}
+			}
+		}
+#pragma unroll
+		for (int g = 0; g < GM; g++) {
+			float xs = key < hi ? x[g] * scale : -INFINITY, mx = xs;
+			for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
+			// Lane 0's key is in the part, so mx and mn are finite; m is
+			// -inf at first, and corr 0.
+			float mn = fmaxf(m[g], mx), corr = expf(m[g] - mn);
+			float p = key < hi ? expf(xs - mn) : 0, sum = p;
+			for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
+			s[g] = s[g] * corr + sum, m[g] = mn;
+#pragma unroll
+			for (int j = 0; j < J; j++) acc[g][j].x *= corr, acc[g][j].y *= corr;
+			ps[warp][g][lane] = p;
+		}
+		__syncwarp();
+		int nk = min(32, hi - base);
+		const __half *vb = vc + (long long)base * dim + kh + 2 * lane;
+#pragma unroll 4
+		for (int k = 0; k < nk; k++) {
+			const __half *vr = vb + (long long)k * dim;
+			float2 v[J];
+#pragma unroll
+			for (int j = 0; j < J; j++) v[j] = __half22float2(*(const __half2 *)(vr + 64 * j));
+#pragma unroll
+			for (int g = 0; g < GM; g++) {
+				float pk = ps[warp][g][k];
+#pragma unroll
+				for (int j = 0; j < J; j++) acc[g][j].x = fmaf(pk, v[j].x, acc[g][j].x), acc[g][j].y = fmaf(pk, v[j].y, acc[g][j].y);
+			}
+		}
+		__syncwarp();
+	}
+#pragma unroll
+	for (int g = 0; g < GM; g++) {
+		if (lane == 0) sm[warp][g][0] = m[g], sm[warp][g][1] = s[g];
+#pragma unroll
+		for (int j = 0; j < J; j++) sm[warp][g][2 + 2 * lane + 64 * j] = acc[g][j].x, sm[warp][g][3 + 2 * lane + 64 * j] = acc[g][j].y;
+	}
+	__syncthreads();
+	// Per head: the warps' parts merged (a warp with no keys has sum 0).
+	for (int e = threadIdx.x; e < gn * D; e += blockDim.x) {
+		int g = e / D, d = e % D;
+		float M = -INFINITY;
+		for (int w = 0; w < ATG_WARPS; w++) M = fmaxf(M, sm[w][g][0]);
+		float S1 = 0, v = 0;
+		for (int w = 0; w < ATG_WARPS; w++) {
+			float f = sm[w][g][1] > 0 ? expf(sm[w][g][0] - M) : 0;
+			S1 += sm[w][g][1] * f, v += sm[w][g][2 + d] * f;
+		}
+		long long row = (long long)i * heads + h0 + g;
+		if (parts == 1) {
+			out[row * D + d] = v / S1;
+		} else {
+			float *pp = part + (row * S + z) * (2 + D);
+			pp[2 + d] = v;
+			if (d == 0) pp[0] = M, pp[1] = S1;
+		}
+	}
+	if (parts == 1) return;
+	__threadfence();
+	__syncthreads();
+	long long row0 = (long long)i * heads + h0;
+	if (threadIdx.x == 0) last = atomicAdd(count + row0, 1) == parts - 1;
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+	if (threadIdx.x < gn) {
+		int g = threadIdx.x;
+		const float *pr = part + (row0 + g) * S * (2 + D);
+		float Mx = -INFINITY;
+		for (int y = 0; y < parts; y++) Mx = fmaxf(Mx, __ldcg(pr + y * (2 + D)));
+		float tot = 0;
+		for (int y = 0; y < parts; y++) {
+			float sy = __ldcg(pr + y * (2 + D) + 1);
+			fz[g][y] = sy > 0 ? expf(__ldcg(pr + y * (2 + D)) - Mx) : 0;
+			tot += sy * fz[g][y];
+		}
+		tots[g] = tot;
+	}
+	if (threadIdx.x == 0) count[row0] = 0;
+	__syncthreads();
+	for (int e = threadIdx.x; e < gn * D; e += blockDim.x) {
+		int g = e / D, d = e % D;
+		const float *pr = part + (row0 + g) * S * (2 + D);
+		float v = 0;
+		for (int y = 0; y < parts; y++) v += __ldcg(pr + y * (2 + D) + 2 + d) * fz[g][y];
+		out[(row0 + g) * D + d] = v / tots[g];
+	}
+}
+
+#define ATTENTION_G(name, d, gm)                                                                                               \
+	extern "C" __global__ void __launch_bounds__(32 * ATG_WARPS) name(const float *q, const __half *kc, const __half *vc,       \
+	                                                                 float *out, int heads, int kvHeads, const int *posp,     \
+	                                                                 float scale, const int *rowp, float *part, int *count, int S) { \
+		attng<d, gm>(q, kc, vc, out, heads, kvHeads, posp, scale, rowp, part, count, S);                                     \
+	}
+ATTENTION_G(attention_g64_1, 64, 1)
+ATTENTION_G(attention_g64_2, 64, 2)
+ATTENTION_G(attention_g64_4, 64, 4)
+ATTENTION_G(attention_g64_8, 64, 8)
+ATTENTION_G(attention_g128_1, 128, 1)
+ATTENTION_G(attention_g128_2, 128, 2)
+ATTENTION_G(attention_g128_4, 128, 4)
+ATTENTION_G(attention_g128_8, 128, 8)
+
 // fattn_d64 and fattn_d128: the same causal attention for a prompt of n
 // query rows of one sequence (no rowp), on tensor cores, for head sizes 64
 // and 128. A block of four warps takes 64 query rows of one head; each warp
