@@ -70,9 +70,9 @@ type kernels struct {
 	// in kernels/attention.cu): [head size 64, 128][up to 1, 2, 4, 8 query
 	// heads a block].
 	attentionG [2][4]kernel
-	ropeKV                      kernel // fused decode RoPE and cache append
-	mmtSum                      kernel // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
-	toF16                       kernel // a prefill mat-mul's activations rounded to f16 (kernels/matmul.cu)
+	ropeKV     kernel // fused decode RoPE and cache append
+	mmtSum     kernel // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
+	toF16      kernel // a prefill mat-mul's activations rounded to f16 (kernels/matmul.cu)
 }
 
 // loadKernels loads the embedded modules into the current context.
