@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"unsafe"
 
 	"hybrid/devices"
@@ -683,13 +684,38 @@ func (d *Device) fattn(a ops.AttnParams) (kernel, bool) {
 }
 
 // attgWarps and attgParts are attention_g's warps per block (ATG_WARPS)
-// and most parts a row's span is split over (ATG_PARTS), each at least 128
-// keys.
+// and the most parts a row's span can be split over (ATG_PARTS), each at
+// least 128 keys.
 const attgWarps, attgParts = 4, 32
 
 // noGQA turns attention_g off (HYBRID_CUDA_GQA=0): a few rows' attention
 // then runs by query head (attention_t2, _t4), to measure the two.
 var noGQA = os.Getenv("HYBRID_CUDA_GQA") == "0"
+
+// gqaParts is HYBRID_CUDA_GQA_PARTS (1..attgParts), the most parts
+// attention_g splits a span into whatever the heads, to measure others; 0
+// when unset.
+var gqaParts = func() int {
+	if n, err := strconv.Atoi(os.Getenv("HYBRID_CUDA_GQA_PARTS")); err == nil && n >= 1 && n <= attgParts {
+		return n
+	}
+	return 0
+}()
+
+// attgSplit is the most parts attention_g splits a span into for blocks
+// (KV heads × blocks a KV head) a row: 32 where there are few (TinyLlama's
+// 4: at depth 4096 12.3 µs a layer against 16.2 with 16 parts, on the
+// H100), 16 where there are 32 or more (Llama-7B's 32: 32.3 against 37.4
+// µs with 32 parts).
+func attgSplit(blocks int) int {
+	switch {
+	case gqaParts > 0:
+		return gqaParts
+	case blocks >= 32:
+		return 16
+	}
+	return attgParts
+}
 
 // attendG returns attention_g's kernel for a, its blocks per KV head and
 // whether it applies: head sizes 64 and 128, query heads a whole multiple
@@ -712,8 +738,9 @@ func (d *Device) attendAt(op *ops.Op, n int, q, out *Buffer, c *kvCache, rows ui
 	a := op.Attn
 	scale := 1 / float32(math.Sqrt(float64(a.HeadDim)))
 	if kg, groups, ok := d.attendG(a); ok && n <= attSplitRows {
-		return launch(kg, a.KVHeads*groups, n*attgParts, 32*attgWarps, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
-			i32(a.Heads).i32(a.KVHeads).ptr(uintptr(d.tokens)).f32(scale).ptr(rows).ptr(uintptr(d.attP)).ptr(uintptr(d.attC)).i32(attgParts))
+		parts := attgSplit(a.KVHeads * groups)
+		return launch(kg, a.KVHeads*groups, n*parts, 32*attgWarps, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
+			i32(a.Heads).i32(a.KVHeads).ptr(uintptr(d.tokens)).f32(scale).ptr(rows).ptr(uintptr(d.attP)).ptr(uintptr(d.attC)).i32(parts))
 	}
 	k := d.k.attention
 	switch {

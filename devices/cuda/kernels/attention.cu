@@ -308,16 +308,26 @@ __device__ __forceinline__ void attng(const float *q, const __half *kc, const __
 	__syncthreads();
 	if (!last) return;
 	__threadfence();
+	// The parts' weights per head (thread g), then each output from them;
+	// the loops over parts unrolled, so that their loads go out together.
 	if (threadIdx.x < gn) {
 		int g = threadIdx.x;
 		const float *pr = part + (row0 + g) * S * (2 + D);
+		float mv[ATG_PARTS], sv[ATG_PARTS];
+#pragma unroll
+		for (int y = 0; y < ATG_PARTS; y++) {
+			bool in = y < parts;
+			mv[y] = in ? __ldcg(pr + y * (2 + D)) : -INFINITY;
+			sv[y] = in ? __ldcg(pr + y * (2 + D) + 1) : 0;
+		}
 		float Mx = -INFINITY;
-		for (int y = 0; y < parts; y++) Mx = fmaxf(Mx, __ldcg(pr + y * (2 + D)));
+#pragma unroll
+		for (int y = 0; y < ATG_PARTS; y++) Mx = fmaxf(Mx, mv[y]);
 		float tot = 0;
-		for (int y = 0; y < parts; y++) {
-			float sy = __ldcg(pr + y * (2 + D) + 1);
-			fz[g][y] = sy > 0 ? expf(__ldcg(pr + y * (2 + D)) - Mx) : 0;
-			tot += sy * fz[g][y];
+#pragma unroll
+		for (int y = 0; y < ATG_PARTS; y++) {
+			float f = sv[y] > 0 ? expf(mv[y] - Mx) : 0;
+			fz[g][y] = f, tot += sv[y] * f;
 		}
 		tots[g] = tot;
 	}
@@ -325,9 +335,13 @@ __device__ __forceinline__ void attng(const float *q, const __half *kc, const __
 	__syncthreads();
 	for (int e = threadIdx.x; e < gn * D; e += blockDim.x) {
 		int g = e / D, d = e % D;
-		const float *pr = part + (row0 + g) * S * (2 + D);
+		const float *pr = part + (row0 + g) * S * (2 + D) + 2 + d;
+		float vv[ATG_PARTS];
+#pragma unroll
+		for (int y = 0; y < ATG_PARTS; y++) vv[y] = y < parts ? __ldcg(pr + y * (2 + D)) : 0;
 		float v = 0;
-		for (int y = 0; y < parts; y++) v += __ldcg(pr + y * (2 + D) + 2 + d) * fz[g][y];
+#pragma unroll
+		for (int y = 0; y < ATG_PARTS; y++) v += vv[y] * fz[g][y];
 		out[(row0 + g) * D + d] = v / tots[g];
 	}
 }
