@@ -200,6 +200,9 @@ __device__ __forceinline__ void attng(const float *q, const __half *kc, const __
 		int e = threadIdx.x + 32 * ATG_WARPS * r;
 		if (e < QV) *(float4 *)(&qs[0][0] + 4 * e) = qv[r];
 	}
+	// The span and its part as attn finds them, written out again: a
+	// device function shared by the two made this kernel 7% slower on the
+	// 7B's heads at depth 4096 (34.5 against 32.2 µs a layer, H100).
 	int dim = kvHeads * D, kh = kvh * D, span = pos + i + 1;
 	if (rowp) {
 		span = rowp[2 * i] + 1;
