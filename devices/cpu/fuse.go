@@ -21,8 +21,19 @@ type held struct {
 	x    []float32
 	cols int
 	jobs []kernels.VecJob
-	ops  []string
+	ops  opList
 	err  error // of a flush no caller could be told of (DropWeight), for the next call
+}
+
+// opList names a group's ops in an error, made only when one is.
+type opList []*ops.Op
+
+func (l *opList) String() string {
+	names := make([]string, len(*l))
+	for i, op := range *l {
+		names[i] = op.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // hold takes op into the held group where it is a mat-vec of a quantized
@@ -67,7 +78,7 @@ func (d *Device) hold(op *ops.Op, in []devices.Buffer, out devices.Buffer) (bool
 		g.x, g.cols = x, w.w.Cols
 	}
 	g.jobs = append(g.jobs, job)
-	g.ops = append(g.ops, op.String())
+	g.ops = append(g.ops, op)
 	return true, nil
 }
 
@@ -104,12 +115,12 @@ func (d *Device) flush() error {
 	if len(g.jobs) == 0 {
 		return nil
 	}
-	x, cols, jobs, names := g.x, g.cols, g.jobs, strings.Join(g.ops, ", ")
-	err := d.guard(names, func() error {
-		kernels.MatVecs(d.pool, x, cols, jobs)
+	err := d.guard(&g.ops, func() error {
+		kernels.MatVecs(d.pool, g.x, g.cols, g.jobs)
 		return nil
 	})
 	clear(g.jobs)
+	clear(g.ops)
 	g.x, g.jobs, g.ops = nil, g.jobs[:0], g.ops[:0]
 	return err
 }

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -132,5 +133,51 @@ func TestHeldMatVecsFlushOnRead(t *testing.T) {
 		if v != want[i] {
 			t.Fatalf("after Sync, output %d is %v, want %v", i, v, want[i])
 		}
+	}
+}
+
+// TestHeldMatVecsNoAllocs: holding a decode step's mat-vecs and running
+// them allocates nothing once warm (the group's names are made only for an
+// error).
+func TestHeldMatVecsNoAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	const rows, cols = 64, 256
+	d := New("cpu", 2)
+	d.fuse = true
+	defer d.Close()
+	var ws []*ops.Weight
+	for i, typ := range []quant.Type{quant.Q8_0, quant.Q4_0} {
+		rb, _ := quant.RowBytes(typ, cols)
+		raw := make([]byte, rb*rows)
+		if err := quant.Quantize(typ, randVec(r, rows*cols), raw); err != nil {
+			t.Fatal(err)
+		}
+		w := &ops.Weight{Name: fmt.Sprint("w", i), Type: typ, Rows: rows, Cols: cols}
+		if err := d.LoadWeight(w, raw); err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	xb, _ := d.Alloc(cols)
+	y0, _ := d.Alloc(rows)
+	y1, _ := d.Alloc(rows)
+	in := []devices.Buffer{xb}
+	mm0 := &ops.Op{Kind: ops.MatMul, Name: "a", Weight: ws[0]}
+	mm1 := &ops.Op{Kind: ops.MatMul, Name: "b", Weight: ws[1]}
+	st := ops.Step{Tokens: []int32{1}}
+	step := func() {
+		if err := d.Run(mm0, st, in, y0); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Run(mm1, st, in, y1); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	if a := testing.AllocsPerRun(20, step); a != 0 {
+		t.Errorf("a held pair of mat-vecs allocates %v times", a)
 	}
 }

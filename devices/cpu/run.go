@@ -32,12 +32,12 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 	if err := d.flush(); err != nil {
 		return err
 	}
-	return d.guard(op.String(), func() error { return d.run(op, st, in, out) })
+	return d.guard(op, func() error { return d.run(op, st, in, out) })
 }
 
 // guard runs fn with memory faults reading a weight returned as errors
-// naming what, not ending the process.
-func (d *Device) guard(what string, fn func() error) (err error) {
+// naming what (an op, or a group of them), not ending the process.
+func (d *Device) guard(what fmt.Stringer, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
