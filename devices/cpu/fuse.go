@@ -58,15 +58,17 @@ func (d *Device) hold(op *ops.Op, in []devices.Buffer, out devices.Buffer) (bool
 	d.mu.Unlock()
 	x, y := xb.F, ob.F
 	if w == nil || len(x) != w.w.Cols || len(y) != w.w.Rows || len(x) == 0 || overlap(x, y) || !kernels.SameInput(w.w.Type, w.w.Type) {
-		return false, nil // a batch, or what run reports or runs alone
+		// A batch, an f32/f16 weight (SameInput of a type with itself is
+		// false for inputs not quantized), or what run reports.
+		return false, nil
 	}
 	pk, err := d.packedWeight(w)
 	if err != nil {
 		return false, nil // run reports it
 	}
-	job := kernels.VecJob{P: pk, T: w.w.Type, W: w.raw, Rows: w.w.Rows, Y: y}
+	job := kernels.VecJob{T: w.w.Type, W: w.raw, Rows: w.w.Rows, Y: y}
 	if pk != nil {
-		job.T, job.W = 0, nil
+		job = kernels.VecJob{P: pk, Y: y}
 	}
 	g := &d.held
 	if len(g.jobs) > 0 && !g.joins(x, y, w.w.Type) {
@@ -88,12 +90,7 @@ func (g *held) joins(x, y []float32, t quant.Type) bool {
 	if len(x) != len(g.x) || &x[0] != &g.x[0] || overlap(y, g.x) {
 		return false
 	}
-	j0 := &g.jobs[0]
-	t0 := j0.T
-	if j0.P != nil {
-		t0 = j0.P.Type
-	}
-	if !kernels.SameInput(t0, t) {
+	if !kernels.SameInput(g.jobs[0].Type(), t) {
 		return false
 	}
 	for i := range g.jobs {

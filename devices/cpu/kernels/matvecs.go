@@ -17,7 +17,8 @@ type VecJob struct {
 	Y    []float32
 }
 
-func (j *VecJob) typ() quant.Type {
+// Type is the weight's type.
+func (j *VecJob) Type() quant.Type {
 	if j.P != nil {
 		return j.P.Type
 	}
@@ -43,10 +44,10 @@ func MatVecs(p *Pool, x []float32, cols int, jobs []VecJob) {
 	if len(jobs) == 0 {
 		return
 	}
-	t0 := jobs[0].typ()
+	t0 := jobs[0].Type()
 	for i := range jobs {
 		j := &jobs[i]
-		t := j.typ()
+		t := j.Type()
 		if !SameInput(t0, t) {
 			panic(fmt.Sprintf("kernels: MatVecs of %s and %s weights", t0, t))
 		}
