@@ -158,3 +158,33 @@ type WeightStreamer interface {
 	// already resident here is left as it is.
 	StreamWeight(w *ops.Weight, data []byte) error
 }
+
+// KVHost is implemented by devices whose KV cache lies in host memory (the
+// CPU device), so that a layer's attention can run for one step on another
+// device (a KVStreamer): the cells before the step are copied from here
+// into that device, and the cells the step appends there are copied back.
+type KVHost interface {
+	// KVCells returns cells [cell, cell+n) of the KV cache of attention op's
+	// layer in place, keys and values as binary16 (n × KVHeads·HeadDim
+	// each), making the cache if the layer has none yet. Writes into them
+	// are what the device's next attention of that layer reads.
+	KVCells(op *ops.Op, cell, n int) (k, v []uint16, err error)
+}
+
+// KVStreamer is implemented by devices that can run an attention op whose
+// KV cache is resident on another device, for one step: StreamKV gives it a
+// cache of the sequence's cells before the step, Run appends the step's
+// keys and values to that cache and attends over it, and StreamedKV copies
+// the appended cells out, back to the cache's home. A prompt's layers whose
+// cache lives in host memory then attend on a GPU that has just computed
+// their keys and values, and only the new cells cross the link.
+type KVStreamer interface {
+	// StreamKV makes the next Run of attention op on this device, for step
+	// st, use a cache of its own holding the sequence's cells before the
+	// step: k and v, st.Pos × KVHeads·HeadDim binary16 each (empty for a
+	// sequence's first step), copied in after the ops Run before it.
+	StreamKV(op *ops.Op, st ops.Step, k, v []uint16) error
+	// StreamedKV copies the keys and values that the Run after StreamKV
+	// appended, len(st.Tokens) cells, into k and v once that Run is done.
+	StreamedKV(op *ops.Op, st ops.Step, k, v []uint16) error
+}

@@ -30,7 +30,9 @@ type Plan struct {
 	Transfers []Transfer
 	// Streamed[i], for a step planned by MakeStep, names the device op i's
 	// weight is streamed from for the step ("" where the weight is resident
-	// on the op's device); nil for a plan without streaming.
+	// on the op's device), or, for an attention op, the device its KV cache
+	// is resident on when it runs elsewhere (the step's cells are copied
+	// back there); nil for a plan without streaming.
 	Streamed []string
 	// PerOp is true for the ablation plan: every op's inputs are copied from
 	// the host and its output back, as a naive integration does.
@@ -142,12 +144,46 @@ func (p *Plan) PlacementText() string {
 // their bytes.
 func (p *Plan) StreamedWeights() (n int, bytes int64) {
 	for i, from := range p.Streamed {
-		if from != "" {
+		if from != "" && p.Graph.Ops[i].Weight != nil {
 			n++
 			bytes += p.Graph.Ops[i].Weight.Bytes()
 		}
 	}
 	return n, bytes
+}
+
+// StreamedCaches counts the attention ops a step runs away from their KV
+// cache (Streamed) and the bytes of the cells copied in (those before the
+// step) and back (the step's own).
+func (p *Plan) StreamedCaches() (n int, bytes int64) {
+	for i, from := range p.Streamed {
+		if from != "" && p.Graph.Ops[i].Kind == ops.Attention {
+			n++
+			bytes += p.streamedBytes(i)
+		}
+	}
+	return n, bytes
+}
+
+// streamedBytes is what op i streams: its weight, or, for an attention op
+// away from its cache, the cells before the step copied in and the step's
+// own copied back to the cache's device.
+func (p *Plan) streamedBytes(i int) int64 {
+	op := p.Graph.Ops[i]
+	if op.Kind != ops.Attention {
+		return op.Weight.Bytes()
+	}
+	elem := 2
+	if j := p.DeviceIndex(p.Streamed[i]); j >= 0 {
+		elem = p.Devices[j].KVElemBytes()
+	}
+	return kvCellBytes(op, p.Graph.Past+p.Graph.Values[op.Out].Rows, elem)
+}
+
+// kvCellBytes is the keys and values of n cells of attention op's cache,
+// at elem bytes an element.
+func kvCellBytes(op *ops.Op, n, elem int) int64 {
+	return 2 * int64(elem) * int64(n) * int64(op.Attn.KVHeads*op.Attn.HeadDim)
 }
 
 // ByName returns the plan's devices keyed by op name, so that the placement
@@ -267,7 +303,7 @@ func (p *Plan) memoryFor(assign []string) (mem, resident map[string]int64) {
 			weights[d+"\x00"+op.Weight.Name] = true
 			resident[d] += op.Weight.Bytes()
 		}
-		if op.Kind == ops.Attention {
+		if op.Kind == ops.Attention && !streamed {
 			elem := 2
 			if j := p.DeviceIndex(d); j >= 0 {
 				elem = p.Devices[j].KVElemBytes()

@@ -20,6 +20,11 @@ type Candidate struct {
 	// Streams is true for a device that can run an op whose weight is
 	// resident elsewhere, copied in for the step (devices.WeightStreamer).
 	Streams bool
+	// KVStreams is true for a device that can run an attention op whose KV
+	// cache is resident elsewhere, the cells copied in and back for the
+	// step (devices.KVStreamer); KVHost for a device whose cache can be
+	// read and written so (devices.KVHost: one in host memory).
+	KVStreams, KVHost bool
 }
 
 // Candidates wraps devices for the planner.
@@ -28,6 +33,8 @@ func Candidates(devs []devices.Device) []Candidate {
 	for i, d := range devs {
 		out[i] = Candidate{Info: d.Info(), Supports: d.Supports}
 		_, out[i].Streams = d.(devices.WeightStreamer)
+		_, out[i].KVStreams = d.(devices.KVStreamer)
+		_, out[i].KVHost = d.(devices.KVHost)
 		if s, ok := d.(devices.Simulator); ok && out[i].Info.Simulated {
 			out[i].Sim = s
 		}

@@ -13,8 +13,10 @@ import (
 // MakeStep plans a step of its own shape (a prefill of g.Tokens tokens) on
 // the weights and KV cache that the decode plan made resident. Each op may
 // run on any device the policy allows, as Make's ops do, with two
-// differences: an attention op stays with its KV cache, on its decode
-// device; and an op whose weight is resident elsewhere runs on a device
+// differences: an attention op runs with its KV cache, on its decode
+// device, or on a device that can stream a cache from one in host memory
+// (Candidate.KVStreams, KVHost) at the cost of copying the step's cells
+// back; and an op whose weight is resident elsewhere runs on a device
 // that can stream weights (Candidate.Streams) at the cost of copying the
 // weight in for the step (the link's time for its bytes, from the cheapest
 // device that holds it) on top of its own. A GPU multiplying a 512-token
@@ -60,18 +62,15 @@ func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Pl
 	p.Streamed = make([]string, len(g.Ops))
 	from := make([][]string, len(g.Ops)) // per op and device: the device streamed from, if any
 	tooBig := map[string]int64{}         // per streaming device: the largest weight refused
+	largest := make([]int64, len(cands)) // per streaming device: the largest weight it may stream
+	var attn []int                       // the attention ops, placed after the weights
 	for i, op := range g.Ops {
 		from[i] = make([]string, len(cands))
 		if op.Kind == ops.Attention {
-			home, ok := attnDev[op.Name]
-			if !ok {
+			if _, ok := attnDev[op.Name]; !ok {
 				return nil, fmt.Errorf("planner: op %s has no KV cache in the decode plan", op)
 			}
-			for j, cd := range cands {
-				if cd.Info.Name != home {
-					prob.OpTime[i][j] = -1
-				}
-			}
+			attn = append(attn, i)
 			continue
 		}
 		if op.Weight == nil {
@@ -105,6 +104,41 @@ func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Pl
 			}
 			p.Estimates[i][j] += best
 			prob.OpTime[i][j] += best.Seconds()
+			largest[j] = max(largest[j], bytes)
+		}
+	}
+	// An attention op runs where its KV cache is resident, or on a device
+	// that streams caches from a cache in host memory: there it attends
+	// over a cache of its own, the cells before the step (the graph's Past)
+	// copied in and the step's cells copied back (the link's time for them
+	// on top of its own). That cache, one layer's at the full context, must
+	// fit beside two streamed weights.
+	kvTooBig := map[string]int64{}
+	for _, i := range attn {
+		op := g.Ops[i]
+		home := attnDev[op.Name]
+		h := slices.IndexFunc(cands, func(cd Candidate) bool { return cd.Info.Name == home })
+		for j, cd := range cands {
+			if cd.Info.Name == home || prob.OpTime[i][j] < 0 {
+				continue
+			}
+			if h < 0 || !cands[h].KVHost || !cd.KVStreams || room[j] < 0 {
+				prob.OpTime[i][j] = -1
+				continue
+			}
+			if KVCacheBytes(op, cd.Info.KVElemBytes())+2*largest[j] > room[j] {
+				prob.OpTime[i][j] = -1
+				kvTooBig[cd.Info.Name] = KVCacheBytes(op, cd.Info.KVElemBytes())
+				continue
+			}
+			elem := cands[h].Info.KVElemBytes()
+			back := p.copyTime(c, cd.Info.Name, home, kvCellBytes(op, g.Values[op.Out].Rows, elem))
+			if g.Past > 0 {
+				back += p.copyTime(c, home, cd.Info.Name, kvCellBytes(op, g.Past, elem))
+			}
+			p.Estimates[i][j] += back
+			prob.OpTime[i][j] += back.Seconds()
+			from[i][j] = home
 		}
 	}
 	assign, _, ok := Solve(prob)
@@ -118,10 +152,21 @@ func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Pl
 	p.finish(c)
 	// The decode plan's resident memory stays; streaming adds its two slots.
 	stream := map[string]int64{} // per device: its largest streamed weight
-	var streamTime time.Duration
+	kvs := map[string]int64{}    // per device: its streamed KV cache
+	var streamTime, kvTime time.Duration
 	for i, src := range p.Streamed {
-		if src != "" {
-			b := g.Ops[i].Weight.Bytes()
+		switch op := g.Ops[i]; {
+		case src == "":
+		case op.Kind == ops.Attention:
+			j := p.DeviceIndex(p.Device[i])
+			kvs[p.Device[i]] = max(kvs[p.Device[i]], KVCacheBytes(op, p.Devices[j].KVElemBytes()))
+			elem := p.Devices[p.DeviceIndex(src)].KVElemBytes()
+			kvTime += p.copyTime(c, p.Device[i], src, kvCellBytes(op, g.Values[op.Out].Rows, elem))
+			if g.Past > 0 {
+				kvTime += p.copyTime(c, src, p.Device[i], kvCellBytes(op, g.Past, elem))
+			}
+		default:
+			b := op.Weight.Bytes()
 			stream[p.Device[i]] = max(stream[p.Device[i]], b)
 			streamTime += p.copyTime(c, src, p.Device[i], b)
 		}
@@ -136,9 +181,22 @@ func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Pl
 	for d, b := range stream {
 		mem[d] += 2 * b
 	}
+	for d, b := range kvs {
+		mem[d] += b
+	}
 	p.Memory, p.Resident = mem, maps.Clone(decode.Resident)
 	if count, total := p.StreamedWeights(); count > 0 {
 		p.Notes = append(p.Notes, fmt.Sprintf("%d weights (%s) are streamed in for each %d-token step, %s of its predicted time; they stay resident where the decode plan keeps them", count, bytesStr(total), g.Tokens, streamTime.Round(time.Microsecond)))
+	}
+	if count, total := p.StreamedCaches(); count > 0 {
+		moved := fmt.Sprintf("each %d-token step's keys and values are copied back to it", g.Tokens)
+		if g.Past > 0 {
+			moved = fmt.Sprintf("the keys and values of the %d cells before each %d-token step are copied in, and the step's own back", g.Past, g.Tokens)
+		}
+		p.Notes = append(p.Notes, fmt.Sprintf("%d attention ops run away from their KV cache: %s (%s in all), %s of its predicted time", count, moved, bytesStr(total), kvTime.Round(time.Microsecond)))
+	}
+	for _, d := range sortedNames(kvTooBig) {
+		p.Notes = append(p.Notes, fmt.Sprintf("no attention runs on %s away from its KV cache: one layer's cache beside two streamed weights does not fit under its cap", d))
 	}
 	for _, d := range sortedNames(tooBig) {
 		p.Notes = append(p.Notes, fmt.Sprintf("weights of up to %s are not streamed to %s: two at a time do not fit beside the decode plan's %s under its cap", bytesStr(tooBig[d]), d, bytesStr(decode.Resident[d])))

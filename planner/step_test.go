@@ -43,6 +43,12 @@ func gpuAndHost(linkPerSec float64) []Candidate {
 // stepGraph is a synth preset's graph in Q4_0 of a step of n tokens.
 func stepGraph(t *testing.T, preset string, n, ctx int) *ops.Graph {
 	t.Helper()
+	return stepGraphAt(t, preset, n, 0, ctx)
+}
+
+// stepGraphAt is stepGraph of a step after past cells.
+func stepGraphAt(t *testing.T, preset string, n, past, ctx int) *ops.Graph {
+	t.Helper()
 	p, err := synth.LookupPreset(preset)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +57,7 @@ func stepGraph(t *testing.T, preset string, n, ctx int) *ops.Graph {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := llama.Build(p.Config(), ft.Types(p), n, 0, ctx)
+	g, err := llama.Build(p.Config(), ft.Types(p), n, past, ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,26 +69,36 @@ func stepGraph(t *testing.T, preset string, n, ctx int) *ops.Graph {
 // 512-token prefill planned on it streams CPU-resident weights to the GPU
 // over a fast link, which the cost model says beats multiplying them on the
 // host, and streams none over a link too slow for it, nor for a decode-sized
-// step. Attention stays with its KV cache; the GPU has room for two
-// streamed weights beside what the decode plan keeps there; the step is
-// never predicted slower than the decode placement applied to it.
+// step (at depth: copying a cache's cells in would cost more than attending
+// on the host). Attention stays with its KV cache unless both devices can stream
+// caches (KVStreams, KVHost): then, where streaming pays, the host's layers
+// attend on the GPU too, their cells copied back. The GPU has room for two
+// streamed weights and a streamed cache beside what the decode plan keeps
+// there; the step is never predicted slower than the decode placement
+// applied to it.
 func TestStepStreamsWhenItPays(t *testing.T) {
 	const ctx, capBytes = 2048, 300 << 20
 	decodeG := stepGraph(t, "tinyllama-1.1b", 1, ctx)
 	prefillG := stepGraph(t, "tinyllama-1.1b", 512, ctx)
+	deepG := stepGraphAt(t, "tinyllama-1.1b", 1, ctx-1, ctx)
 	pol := &Policy{Name: "capped", Transfers: "boundary", Memory: map[string]int64{"cuda": capBytes}}
 	for _, c := range []struct {
 		name       string
 		link       float64
 		g          *ops.Graph
 		wantStream bool
+		kv         bool // the devices can stream KV caches
 	}{
-		{"prefill, PCIe-class link", 25e9, prefillG, true},
-		{"prefill, a link too slow", 50e6, prefillG, false},
-		{"decode-sized step", 25e9, decodeG, false},
+		{"prefill, PCIe-class link", 25e9, prefillG, true, false},
+		{"prefill, a link too slow", 50e6, prefillG, false, false},
+		{"decode-sized step", 25e9, decodeG, false, false},
+		{"prefill, PCIe-class link, caches streamed", 25e9, prefillG, true, true},
+		{"prefill, a link too slow, caches streamable", 50e6, prefillG, false, true},
+		{"decode-sized step deep in the context, caches streamable", 25e9, deepG, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cands := gpuAndHost(c.link)
+			cands[0].KVStreams, cands[1].KVHost = c.kv, c.kv
 			decode, err := Make(decodeG, cands, pol, &Costs{})
 			if err != nil {
 				t.Fatal(err)
@@ -100,11 +116,25 @@ func TestStepStreamsWhenItPays(t *testing.T) {
 				t.Fatal(err)
 			}
 			dev := decode.ByName()
-			var streamed int
-			var largest int64
+			var streamed, caches, hostCaches int
+			var largest, scratch int64
 			for i, op := range c.g.Ops {
-				if op.Kind == ops.Attention && step.Device[i] != dev[op.Name] {
-					t.Errorf("%s runs on %s, its KV cache is on %s", op, step.Device[i], dev[op.Name])
+				if op.Kind == ops.Attention {
+					if dev[op.Name] == "host" {
+						hostCaches++
+					}
+					switch {
+					case step.Device[i] == dev[op.Name]:
+						if step.Streamed[i] != "" {
+							t.Errorf("%s runs with its KV cache yet streams it from %s", op, step.Streamed[i])
+						}
+					case !c.kv || step.Streamed[i] != dev[op.Name] || step.Device[i] != "gpu":
+						t.Errorf("%s runs on %s, its KV cache is on %s (streamed from %q)", op, step.Device[i], dev[op.Name], step.Streamed[i])
+					default:
+						caches++
+						scratch = KVCacheBytes(op, 2)
+					}
+					continue
 				}
 				if step.Streamed[i] == "" {
 					if op.Weight != nil && step.Device[i] != dev[op.Name] {
@@ -121,8 +151,14 @@ func TestStepStreamsWhenItPays(t *testing.T) {
 			if (streamed > 0) != c.wantStream {
 				t.Fatalf("%d weights streamed, want streaming %v (predicted %v)", streamed, c.wantStream, step.Predicted)
 			}
-			if need := decode.Resident["gpu"] + 2*largest; need > capBytes {
-				t.Errorf("the GPU needs %d bytes for its resident weights and two streamed ones, cap %d", need, capBytes)
+			if wantCaches := c.kv && c.wantStream; (caches > 0) != wantCaches || (wantCaches && caches != hostCaches) {
+				t.Errorf("%d of the host's %d attention ops run on the GPU, want all: %v", caches, hostCaches, wantCaches)
+			}
+			if n, _ := step.StreamedCaches(); n != caches {
+				t.Errorf("StreamedCaches counts %d, the plan streams %d", n, caches)
+			}
+			if need := decode.Resident["gpu"] + 2*largest + scratch; need > capBytes {
+				t.Errorf("the GPU needs %d bytes for its resident weights, two streamed ones and a streamed cache, cap %d", need, capBytes)
 			}
 			assign, err := Assign(decode.ByName(), c.g)
 			if err != nil {
@@ -138,7 +174,7 @@ func TestStepStreamsWhenItPays(t *testing.T) {
 			if c.wantStream && step.Predicted*2 > applied.Predicted {
 				t.Errorf("streaming saves too little: %v against %v", step.Predicted, applied.Predicted)
 			}
-			t.Logf("%d weights streamed: predicted %v, the decode placement %v", streamed, step.Predicted, applied.Predicted)
+			t.Logf("%d weights and %d caches streamed: predicted %v, the decode placement %v", streamed, caches, step.Predicted, applied.Predicted)
 		})
 	}
 }

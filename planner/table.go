@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jedib0t/go-pretty/v6/table"
+
+	"hybrid/ops"
 )
 
 // Formats are the output formats of Render.
@@ -51,7 +53,9 @@ type JSONOp struct {
 	Estimates   map[string]float64 `json:"estimates_ms"` // per candidate device
 	Source      string             `json:"source"`
 	// StreamedFrom names the device the op's weight is copied in from for
-	// the step (MakeStep); StreamedBytes is its size.
+	// the step (MakeStep); StreamedBytes is its size. For an attention op
+	// run away from its KV cache, StreamedFrom is the cache's device and
+	// StreamedBytes the cells copied in from it and back.
 	StreamedFrom  string `json:"streamed_from,omitempty"`
 	StreamedBytes int64  `json:"streamed_bytes,omitempty"`
 }
@@ -108,7 +112,7 @@ func (p *Plan) JSON() JSONPlan {
 			jo.Source = p.Source[i][j]
 		}
 		if p.Streamed != nil && p.Streamed[i] != "" {
-			jo.StreamedFrom, jo.StreamedBytes = p.Streamed[i], op.Weight.Bytes()
+			jo.StreamedFrom, jo.StreamedBytes = p.Streamed[i], p.streamedBytes(i)
 		}
 		out.Ops = append(out.Ops, jo)
 	}
@@ -174,7 +178,11 @@ func (p *Plan) Render(w io.Writer, format string) error {
 		}
 	}
 	for i, o := range jp.Ops {
-		if o.StreamedFrom != "" {
+		switch {
+		case o.StreamedFrom == "":
+		case p.Graph.Ops[i].Kind == ops.Attention:
+			outc[i] = append(outc[i], fmt.Sprintf("KV cache on %s: cells in and back, %s", o.StreamedFrom, bytesStr(o.StreamedBytes)))
+		default:
 			in[i] = append(in[i], fmt.Sprintf("weight streamed from %s, %s", o.StreamedFrom, bytesStr(o.StreamedBytes)))
 		}
 	}

@@ -63,7 +63,7 @@ func (e *Executor) DecodeBreakdown(n, depth int, seed uint64) (*Breakdown, error
 			return nil, err
 		}
 	}
-	c, err := e.compile(1)
+	c, err := e.compile(stepKey{n: 1})
 	if err != nil {
 		return nil, err
 	}

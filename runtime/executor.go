@@ -51,7 +51,7 @@ type Executor struct {
 	byName map[string]devices.Device
 	opts   Options
 	ctx    int
-	steps  map[int]*compiled
+	steps  map[stepKey]*compiled
 	logits []float32
 	// rowLogits holds a batched step's logits, every row's.
 	rowLogits []float32
@@ -74,10 +74,30 @@ type compiled struct {
 	bufs   map[devices.Device][]devices.Buffer // the buffers allocated for it, freed when it is dropped
 }
 
-// streamStep is a weight copied into an op's device for one step.
+// streamStep is a weight copied into an op's device for one step, or an
+// attention op's KV cache: the cells before the step copied in, the step's
+// own cells copied back to where the cache is resident.
 type streamStep struct {
 	from devices.Device // where it is resident
 	data []byte         // its bytes as the file holds them
+	kv   bool           // an attention op's KV cache, not a weight
+}
+
+// streamedCaches counts the attention ops of the step that stream their KV
+// cache (a test's check).
+func (c *compiled) streamedCaches() (int, error) {
+	n := 0
+	for i := range c.stream {
+		if c.stream[i].kv {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// streams reports whether op i streams a weight or a KV cache in.
+func (c *compiled) streams(i int) bool {
+	return c.stream != nil && (c.stream[i].data != nil || c.stream[i].kv)
 }
 
 type copyStep struct {
@@ -103,7 +123,7 @@ func NewPlanExecutor(m *llama.Model, devs []devices.Device, ctx int, opts Option
 		return nil, fmt.Errorf("runtime: no devices")
 	}
 	e := &Executor{m: m, devs: devs, byName: map[string]devices.Device{}, opts: opts, ctx: ctx,
-		steps: map[int]*compiled{}, logits: make([]float32, m.Config.Vocab)}
+		steps: map[stepKey]*compiled{}, logits: make([]float32, m.Config.Vocab)}
 	for _, d := range devs {
 		e.byName[d.Name()] = d
 		if e.single == nil && !d.Info().Sequences {
@@ -200,15 +220,23 @@ func (e *Executor) placeStep(g *ops.Graph) ([]devices.Device, []streamStep, erro
 			continue
 		}
 		src, ok := e.byName[from[i]]
+		if stream == nil {
+			stream = make([]streamStep, len(g.Ops))
+		}
+		if op.Kind == ops.Attention {
+			_, streams := d.(devices.KVStreamer)
+			if _, host := src.(devices.KVHost); !ok || !streams || !host {
+				return nil, nil, fmt.Errorf("runtime: op %s cannot stream its KV cache from %s to %s", op, from[i], d.Name())
+			}
+			stream[i] = streamStep{from: src, kv: true}
+			continue
+		}
 		if _, streams := d.(devices.WeightStreamer); !ok || !streams || op.Weight == nil {
 			return nil, nil, fmt.Errorf("runtime: op %s cannot stream its weight from %s to %s", op, from[i], d.Name())
 		}
 		data, err := e.m.TensorData(op.Weight.Name)
 		if err != nil {
 			return nil, nil, err
-		}
-		if stream == nil {
-			stream = make([]streamStep, len(g.Ops))
 		}
 		stream[i] = streamStep{from: src, data: data}
 	}
@@ -282,9 +310,11 @@ func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {
 	if err := st.CheckCells(e.ctx); err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
-	key := n
+	key := stepKey{n: n}
 	if st.Rows != nil {
-		key = -n
+		key.n = -n
+	} else if n > 1 && st.Pos > 0 && e.opts.PlaceStep != nil {
+		key.past = pastBucket(st.Pos, n, e.ctx)
 	}
 	if st.Multi() && e.single != nil {
 		return nil, fmt.Errorf("runtime: %s does not run steps of several sequences (server slots); use a policy without it, or one slot", e.single.Name())
@@ -300,14 +330,20 @@ func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {
 			}
 		}
 		d := c.dev[op.ID]
-		if c.stream != nil && c.stream[op.ID].data != nil {
-			if err := e.streamWeight(op, d, c.stream[op.ID]); err != nil {
+		streams := c.streams(op.ID)
+		if streams {
+			if err := e.streamIn(op, st, d, c.stream[op.ID]); err != nil {
 				return nil, err
 			}
 		}
 		t0 := time.Now()
 		if err := d.Run(op, st, c.ins[op.ID], c.out[op.Out]); err != nil {
 			return nil, err
+		}
+		if streams && c.stream[op.ID].kv {
+			if err := e.streamKVOut(op, st, d, c.stream[op.ID]); err != nil {
+				return nil, err
+			}
 		}
 		if e.opts.SyncEachOp {
 			if err := d.Sync(); err != nil {
@@ -342,20 +378,57 @@ func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {
 	return logits, nil
 }
 
-// streamWeight copies op's weight into d for this step, counted apart from
-// the copies of values.
-func (e *Executor) streamWeight(op *ops.Op, d devices.Device, s streamStep) error {
+// streamIn copies op's weight into d for this step, or, for an attention
+// op, its sequence's KV cells before the step; counted apart from the
+// copies of values.
+func (e *Executor) streamIn(op *ops.Op, st ops.Step, d devices.Device, s streamStep) error {
 	t0 := time.Now()
+	if s.kv {
+		k, v, err := s.from.(devices.KVHost).KVCells(op, st.Base, st.Pos)
+		if err == nil {
+			err = d.(devices.KVStreamer).StreamKV(op, st, k, v)
+		}
+		if err != nil {
+			return fmt.Errorf("runtime: streaming the KV cache of %s from %s to %s: %w", op, s.from.Name(), d.Name(), err)
+		}
+		if len(k) > 0 {
+			e.countStream(&e.Stats.KVStreams, s.from, d, 2*2*int64(len(k)), time.Since(t0))
+		}
+		return nil
+	}
 	if err := d.(devices.WeightStreamer).StreamWeight(op.Weight, s.data); err != nil {
 		return fmt.Errorf("runtime: streaming weight %s from %s to %s: %w", op.Weight.Name, s.from.Name(), d.Name(), err)
 	}
-	el := time.Since(t0)
-	from, to := s.from.Info(), d.Info()
-	if (from.Simulated || to.Simulated) && e.opts.CopyTime != nil {
-		el = e.opts.CopyTime(from, to, int64(len(s.data)))
-	}
-	e.Stats.stream(int64(len(s.data)), el)
+	e.countStream(&e.Stats.Streams, s.from, d, int64(len(s.data)), time.Since(t0))
 	return nil
+}
+
+// streamKVOut copies the KV cells attention op appended on d, for a cache
+// resident elsewhere, to that cache.
+func (e *Executor) streamKVOut(op *ops.Op, st ops.Step, d devices.Device, s streamStep) error {
+	t0 := time.Now()
+	k, v, err := s.from.(devices.KVHost).KVCells(op, st.Base+st.Pos, len(st.Tokens))
+	if err == nil {
+		err = d.(devices.KVStreamer).StreamedKV(op, st, k, v)
+	}
+	if err != nil {
+		return fmt.Errorf("runtime: streaming the KV cells of %s from %s back to %s: %w", op, d.Name(), s.from.Name(), err)
+	}
+	e.countStream(&e.Stats.KVStreams, d, s.from, 2*2*int64(len(k)), time.Since(t0))
+	return nil
+}
+
+// countStream adds a streamed copy of bytes from one device to another to
+// cs: its measured time el, or the cost model's where a device is
+// simulated.
+func (e *Executor) countStream(cs *CopyStats, from, to devices.Device, bytes int64, el time.Duration) {
+	fi, ti := from.Info(), to.Info()
+	if (fi.Simulated || ti.Simulated) && e.opts.CopyTime != nil {
+		el = e.opts.CopyTime(fi, ti, bytes)
+	}
+	cs.Count++
+	cs.Bytes += bytes
+	cs.Time += el
 }
 
 // copy moves one value: device to device through host memory, or, in the
@@ -442,6 +515,23 @@ type interval struct {
 	buf        *devices.Buffer
 }
 
+// stepKey names a compiled step: n tokens (-n: a batched step of n rows)
+// after past cells of its sequence, as planned (pastBucket).
+type stepKey struct{ n, past int }
+
+// pastBucket is the depth a prompt's step of n tokens at pos (> 0) is
+// planned at: pos rounded up to a power of two, at most ctx-n. A step is
+// planned for its shape, and a later step of a long prompt attends over the
+// cells before it (what copying a KV cache in for it costs, and attending
+// at depth); a few buckets keep the plans few.
+func pastBucket(pos, n, ctx int) int {
+	b := 1
+	for b < pos {
+		b *= 2
+	}
+	return max(min(b, ctx-n), 0)
+}
+
 // compile returns the step of n tokens, building it the first time: each
 // op's device, where every value lives (layout), the per-op ablation's
 // buffers when asked for, and the buffers bound to each op (bind). Only the
@@ -450,13 +540,14 @@ type interval struct {
 //
 // A negative n is a batched step of -n rows (ForwardRows); those are kept
 // for every row count, at most MaxSlots of them, each small.
-func (e *Executor) compile(n int) (*compiled, error) {
-	if c := e.steps[n]; c != nil {
+func (e *Executor) compile(key stepKey) (*compiled, error) {
+	if c := e.steps[key]; c != nil {
 		return c, nil
 	}
+	n := key.n
 	if n > 1 {
 		for k, old := range e.steps {
-			if k > 1 {
+			if k.n > 1 {
 				delete(e.steps, k)
 				if err := old.free(); err != nil {
 					return nil, err
@@ -469,7 +560,7 @@ func (e *Executor) compile(n int) (*compiled, error) {
 	if n < 0 {
 		g, err = e.m.RowsGraph(-n, e.ctx)
 	} else {
-		g, err = e.m.Graph(n, 0, e.ctx)
+		g, err = e.m.Graph(n, key.past, e.ctx)
 	}
 	if err != nil {
 		return nil, err
@@ -493,7 +584,7 @@ func (e *Executor) compile(n int) (*compiled, error) {
 		return nil, err
 	}
 	c.stream = stream
-	e.steps[n] = c
+	e.steps[key] = c
 	return c, nil
 }
 

@@ -20,6 +20,10 @@ type Stats struct {
 	// Streams counts the weights copied in for a step (a prefill that
 	// multiplies on a GPU with weights resident in host memory).
 	Streams CopyStats
+	// KVStreams counts the KV caches of attention ops run away from their
+	// cache for a step: the cells before it copied in, the step's cells
+	// copied back, each a copy.
+	KVStreams CopyStats
 }
 
 // DeviceStats is one device's share.
@@ -44,7 +48,7 @@ func (s *Stats) init(devs []devices.Device) {
 	s.Ops = map[string]time.Duration{}
 	s.Links = map[string]*CopyStats{}
 	s.Copies = CopyStats{}
-	s.Streams = CopyStats{}
+	s.Streams, s.KVStreams = CopyStats{}, CopyStats{}
 	s.Steps = 0
 }
 
@@ -81,10 +85,4 @@ func (s *Stats) DeviceNames() []string {
 	}
 	sort.Strings(ns)
 	return ns
-}
-
-func (s *Stats) stream(bytes int64, t time.Duration) {
-	s.Streams.Count++
-	s.Streams.Bytes += bytes
-	s.Streams.Time += t
 }

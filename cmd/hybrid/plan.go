@@ -82,6 +82,9 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 		if count, bytes := pp.StreamedWeights(); count > 0 {
 			fmt.Fprintf(stdout, "; %d weights (%.1f MiB) streamed in", count, float64(bytes)/(1<<20))
 		}
+		if count, bytes := pp.StreamedCaches(); count > 0 {
+			fmt.Fprintf(stdout, "; %d layers attend away from their KV cache (%.1f MiB of cells back)", count, float64(bytes)/(1<<20))
+		}
 		fmt.Fprintln(stdout)
 	}
 	return nil

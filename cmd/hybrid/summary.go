@@ -58,6 +58,9 @@ func printStepSummary(w io.Writer, s *runtime.Session, res *runtime.Result) {
 		if st := s.Exec.Stats.Streams; st.Count > 0 {
 			line += fmt.Sprintf("; %d weights streamed in (%.1f MiB, %.3f ms)", st.Count, float64(st.Bytes)/(1<<20), float64(st.Time)/1e6)
 		}
+		if st := s.Exec.Stats.KVStreams; st.Count > 0 {
+			line += fmt.Sprintf("; %d copies of KV cells for layers attending away from their cache (%.1f MiB, %.3f ms)", st.Count, float64(st.Bytes)/(1<<20), float64(st.Time)/1e6)
+		}
 		fmt.Fprintln(w, line)
 	}
 	if d := res.Timings.DecodedTokens; d > 0 {

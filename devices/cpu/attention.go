@@ -49,6 +49,15 @@ func (d *Device) attention(op *ops.Op, st ops.Step, q, k, v, out []float32) erro
 	if err := st.CheckCells(a.Context); err != nil {
 		return fmt.Errorf("cpu: op %s: %w", op, err)
 	}
+	if s := &d.kvs; s.op != "" && s.op == op.Name {
+		// Its cache streamed in (StreamKV): the sequence's cells from 0.
+		if st.Rows != nil || st.Pos != s.pos {
+			return fmt.Errorf("cpu: op %s: a KV cache streamed for position %d, run at %d", op, s.pos, st.Pos)
+		}
+		s.op, s.n = "", len(st.Tokens)
+		d.attend(a, ops.Step{Tokens: st.Tokens, Pos: st.Pos}, s.cache, q, k, v, out)
+		return nil
+	}
 	c := d.cache(op.Layer, a)
 	if st.Rows != nil {
 		qw, kw := a.Heads*a.HeadDim, c.dim

@@ -35,6 +35,9 @@ type Device struct {
 	// this one (simulated ones, which act on each op as it runs).
 	fuse bool
 	held held
+	// kvs is the cache of a layer whose attention runs here for one step
+	// while its own cache lives on another device (kvstream.go).
+	kvs streamedKV
 }
 
 // weight is a resident weight: quantized bytes used in place, plus an f32 copy
@@ -248,7 +251,7 @@ func (d *Device) Close() error {
 			w.packed.Free()
 		}
 	}
-	d.weights, d.kv = map[string]*weight{}, map[int]*kvCache{}
+	d.weights, d.kv, d.kvs = map[string]*weight{}, map[int]*kvCache{}, streamedKV{}
 	d.mem, d.mapped, d.kvBytes = 0, 0, 0
 	d.mu.Unlock()
 	return err

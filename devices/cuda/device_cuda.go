@@ -135,6 +135,7 @@ type Device struct {
 	wmu     sync.Mutex // guards weights and freqs, which Run reads on the caller's side
 	weights map[string]*weight
 	slots2  streamSlots     // StreamWeight's two slots
+	kvs     kvStream        // StreamKV's cache
 	freqs   map[string]dptr // rope frequency factors on the GPU, by their bytes (freqs_cuda.go)
 
 	// Owned by the device's thread.
@@ -661,7 +662,7 @@ func (d *Device) Close() error {
 		}
 		hostFree(d.stage)
 		d.allocs, d.kv, d.stage, d.nstage, d.used = nil, nil, nil, 0, 0
-		d.slots2 = streamSlots{}
+		d.slots2, d.kvs = streamSlots{}, kvStream{}
 		d.wmu.Lock()
 		d.weights = map[string]*weight{}
 		d.freqs = nil

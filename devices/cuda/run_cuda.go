@@ -509,6 +509,19 @@ func (d *Device) attention(op *ops.Op, st ops.Step, in []*Buffer, out *Buffer) e
 	if n == 0 {
 		return nil
 	}
+	if s := &d.kvs; s.op != "" && s.op == op.Name {
+		// Its cache streamed in (StreamKV): the sequence's cells from 0.
+		if st.Rows != nil || st.Pos != s.pos {
+			return fmt.Errorf("a KV cache streamed for position %d, run at %d", s.pos, st.Pos)
+		}
+		s.op, s.n = "", n
+		c := s.cache
+		if err := launch(d.k.kvAppend, (n*c.dim+255)/256, 1, 256, d.args().ptr(uintptr(in[1].ptr)).ptr(uintptr(in[2].ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).
+			i32(n*c.dim).i32(c.dim).ptr(uintptr(d.tokens)).ptr(0)); err != nil {
+			return err
+		}
+		return d.attend(op, n, in[0], out, c)
+	}
 	base, err := d.kvFor(op)
 	if err != nil {
 		return err
@@ -616,29 +629,37 @@ func (d *Device) kvFor(op *ops.Op) (*kvCache, error) {
 		c = &kvCache{k: k, v: v, ctx: a.Context, dim: dim}
 		d.kv[op.Layer] = c
 	}
-	// The split attention's scratch is made here, with the caches, not at
-	// a launch that a decode step's graph capture may hold.
+	if err := d.attScratch(a); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// attScratch makes the split attention's scratch for a's heads (device
+// thread only): with the caches, not at a launch that a decode step's
+// graph capture may hold.
+func (d *Device) attScratch(a ops.AttnParams) error {
 	if need := int64(attSplitRows*a.Heads*max(attParts, attgParts)*(2+a.HeadDim)) * 4; need > d.nattP {
 		if err := d.regrow(&d.attP, need); err != nil {
-			return nil, fmt.Errorf("attention scratch: %w", err)
+			return fmt.Errorf("attention scratch: %w", err)
 		}
 		d.nattP = need
 	}
 	if need := int64(attSplitRows*a.Heads) * 4; need > d.nattC {
 		if err := d.regrow(&d.attC, need); err != nil {
-			return nil, fmt.Errorf("attention scratch: %w", err)
+			return fmt.Errorf("attention scratch: %w", err)
 		}
 		z, err := d.staging(int(need))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		clear(z)
 		if err := memcpyHtoD(d.attC, d.stage, need); err != nil {
-			return nil, fmt.Errorf("attention scratch: %w", err)
+			return fmt.Errorf("attention scratch: %w", err)
 		}
 		d.nattC = need
 	}
-	return c, nil
+	return nil
 }
 
 // attWarps is the attention kernel's warps per block (ATT_WARPS).
