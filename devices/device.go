@@ -177,7 +177,10 @@ type KVHost interface {
 // keys and values to that cache and attends over it, and StreamedKV copies
 // the appended cells out, back to the cache's home. A prompt's layers whose
 // cache lives in host memory then attend on a GPU that has just computed
-// their keys and values, and only the new cells cross the link.
+// their keys and values, and only the new cells cross the link. A device
+// that also streams weights keeps that cache in its two slots of streamed
+// weights, keys in one and values in the other (no op reads a slot while
+// attention runs), grown where they are smaller; the planner counts it so.
 type KVStreamer interface {
 	// StreamKV makes the next Run of attention op on this device, for step
 	// st, use a cache of its own holding the sequence's cells before the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"time"
 
 	"hybrid/devices"
@@ -27,6 +28,10 @@ type Candidate struct {
 	KVStreams, KVHost bool
 }
 
+// noKVStream (HYBRID_KV_STREAM=0) plans no attention away from its KV
+// cache, to measure what streaming caches gains.
+var noKVStream = os.Getenv("HYBRID_KV_STREAM") == "0"
+
 // Candidates wraps devices for the planner.
 func Candidates(devs []devices.Device) []Candidate {
 	out := make([]Candidate, len(devs))
@@ -34,6 +39,7 @@ func Candidates(devs []devices.Device) []Candidate {
 		out[i] = Candidate{Info: d.Info(), Supports: d.Supports}
 		_, out[i].Streams = d.(devices.WeightStreamer)
 		_, out[i].KVStreams = d.(devices.KVStreamer)
+		out[i].KVStreams = out[i].KVStreams && !noKVStream
 		_, out[i].KVHost = d.(devices.KVHost)
 		if s, ok := d.(devices.Simulator); ok && out[i].Info.Simulated {
 			out[i].Sim = s

@@ -111,8 +111,10 @@ func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Pl
 	// that streams caches from a cache in host memory: there it attends
 	// over a cache of its own, the cells before the step (the graph's Past)
 	// copied in and the step's cells copied back (the link's time for them
-	// on top of its own). That cache, one layer's at the full context, must
-	// fit beside two streamed weights.
+	// on top of its own). That cache, the cells before the step and the
+	// step's, lies in the two slots of streamed weights, keys in one and
+	// values in the other (no op reads a slot while attention runs): free
+	// where the slots hold weights that size already, else they grow.
 	kvTooBig := map[string]int64{}
 	for _, i := range attn {
 		op := g.Ops[i]
@@ -126,9 +128,9 @@ func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Pl
 				prob.OpTime[i][j] = -1
 				continue
 			}
-			if KVCacheBytes(op, cd.Info.KVElemBytes())+2*largest[j] > room[j] {
+			if half := kvCellBytes(op, g.Past+g.Tokens, cd.Info.KVElemBytes()) / 2; 2*max(half, largest[j]) > room[j] {
 				prob.OpTime[i][j] = -1
-				kvTooBig[cd.Info.Name] = KVCacheBytes(op, cd.Info.KVElemBytes())
+				kvTooBig[cd.Info.Name] = 2 * half
 				continue
 			}
 			elem := cands[h].Info.KVElemBytes()
@@ -151,15 +153,14 @@ func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Pl
 	}
 	p.finish(c)
 	// The decode plan's resident memory stays; streaming adds its two slots.
-	stream := map[string]int64{} // per device: its largest streamed weight
-	kvs := map[string]int64{}    // per device: its streamed KV cache
+	stream := map[string]int64{} // per device: its streaming slot, the largest weight or half a cache streamed
 	var streamTime, kvTime time.Duration
 	for i, src := range p.Streamed {
 		switch op := g.Ops[i]; {
 		case src == "":
 		case op.Kind == ops.Attention:
 			j := p.DeviceIndex(p.Device[i])
-			kvs[p.Device[i]] = max(kvs[p.Device[i]], KVCacheBytes(op, p.Devices[j].KVElemBytes()))
+			stream[p.Device[i]] = max(stream[p.Device[i]], kvCellBytes(op, g.Past+g.Tokens, p.Devices[j].KVElemBytes())/2)
 			elem := p.Devices[p.DeviceIndex(src)].KVElemBytes()
 			kvTime += p.copyTime(c, p.Device[i], src, kvCellBytes(op, g.Values[op.Out].Rows, elem))
 			if g.Past > 0 {
@@ -181,9 +182,6 @@ func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Pl
 	for d, b := range stream {
 		mem[d] += 2 * b
 	}
-	for d, b := range kvs {
-		mem[d] += b
-	}
 	p.Memory, p.Resident = mem, maps.Clone(decode.Resident)
 	if count, total := p.StreamedWeights(); count > 0 {
 		p.Notes = append(p.Notes, fmt.Sprintf("%d weights (%s) are streamed in for each %d-token step, %s of its predicted time; they stay resident where the decode plan keeps them", count, bytesStr(total), g.Tokens, streamTime.Round(time.Microsecond)))
@@ -196,7 +194,7 @@ func MakeStep(g *ops.Graph, cands []Candidate, pol *Policy, c *Costs, decode *Pl
 		p.Notes = append(p.Notes, fmt.Sprintf("%d attention ops run away from their KV cache: %s (%s in all), %s of its predicted time", count, moved, bytesStr(total), kvTime.Round(time.Microsecond)))
 	}
 	for _, d := range sortedNames(kvTooBig) {
-		p.Notes = append(p.Notes, fmt.Sprintf("no attention runs on %s away from its KV cache: one layer's cache beside two streamed weights does not fit under its cap", d))
+		p.Notes = append(p.Notes, fmt.Sprintf("no attention runs on %s away from its KV cache: the step's cells of one layer (%s, halves in the two slots of streamed weights) do not fit under its cap", d, bytesStr(kvTooBig[d])))
 	}
 	for _, d := range sortedNames(tooBig) {
 		p.Notes = append(p.Notes, fmt.Sprintf("weights of up to %s are not streamed to %s: two at a time do not fit beside the decode plan's %s under its cap", bytesStr(tooBig[d]), d, bytesStr(decode.Resident[d])))

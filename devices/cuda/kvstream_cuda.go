@@ -3,7 +3,6 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -15,48 +14,39 @@ var _ devices.KVStreamer = (*Device)(nil)
 
 // kvStream is the cache StreamKV gives the next attention of one op: the
 // sequence's cells from 0, not the layer's resident cache (a layer whose
-// cache lives in host memory, attending here for a prompt's step).
+// cache lives in host memory, attending here for a prompt's step). Its
+// keys and values lie in the two streaming slots (StreamWeight's), which no
+// op reads while attention runs (the weights streamed before it were the
+// projections' it reads), so a streamed cache costs no memory where the
+// slots already hold a weight the size of its cells.
 type kvStream struct {
 	op    string   // the attention op it is for; "" once launched
-	cache *kvCache // one context of cells, made at the first StreamKV
+	cache *kvCache // in the slots: keys in the first, values in the second
 	pos   int      // cells before the step
 	n     int      // cells the step appended (after the launch)
 }
 
 // StreamKV implements devices.KVStreamer: the cells before the step go
-// through the pinned staging buffer after the ops queued before it.
+// through the pinned staging buffer into the streaming slots, after the ops
+// queued before it.
 func (d *Device) StreamKV(op *ops.Op, st ops.Step, k, v []uint16) error {
 	if op.Kind != ops.Attention || st.Rows != nil {
 		return fmt.Errorf("cuda: op %s: a KV cache is streamed for a prompt's attention only", op)
 	}
 	a := op.Attn
 	dim := a.KVHeads * a.HeadDim
-	if st.Pos < 0 || st.Pos+len(st.Tokens) > a.Context || len(k) != st.Pos*dim || len(v) != len(k) {
+	cells := st.Pos + len(st.Tokens)
+	if st.Pos < 0 || cells > a.Context || len(k) != st.Pos*dim || len(v) != len(k) {
 		return fmt.Errorf("cuda: op %s: %d and %d streamed KV elements for %d cells before a step of %d in a context of %d", op, len(k), len(v), st.Pos, len(st.Tokens), a.Context)
 	}
 	return d.do(func() error {
 		s := &d.kvs
-		if c := s.cache; c == nil || c.dim != dim || c.ctx < a.Context {
-			if c != nil {
-				s.cache = nil
-				if err := d.release(c.k); err != nil {
-					return err
-				}
-				if err := d.release(c.v); err != nil {
-					return err
-				}
+		for i := range 2 {
+			if err := d.takeSlot(i, 2*int64(cells*dim)); err != nil {
+				return fmt.Errorf("cuda: op %s: streamed KV cache: %w", op, err)
 			}
-			var c kvCache
-			var err error
-			if c.k, err = d.alloc(2 * int64(a.Context*dim)); err != nil {
-				return fmt.Errorf("cuda: streamed KV cache: %w", err)
-			}
-			if c.v, err = d.alloc(2 * int64(a.Context*dim)); err != nil {
-				return fmt.Errorf("cuda: streamed KV cache: %w", errors.Join(err, d.release(c.k)))
-			}
-			c.ctx, c.dim = a.Context, dim
-			s.cache = &c
 		}
+		s.cache = &kvCache{k: d.slots2.ptr[0], v: d.slots2.ptr[1], ctx: cells, dim: dim}
 		if err := d.attScratch(a); err != nil {
 			return err
 		}

@@ -115,28 +115,8 @@ func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 		s := &d.slots2
 		k := s.next
 		s.next = 1 - k
-		// The slot's last weight is gone from it (while its pointer still
-		// tells it from a later copy of the same weight in the other slot).
-		d.wmu.Lock()
-		if old := s.name[k]; old != "" {
-			if ow := d.weights[old]; ow != nil && ow.streamed && ow.ptr == s.ptr[k] {
-				delete(d.weights, old)
-			}
-		}
-		s.name[k] = ""
-		d.wmu.Unlock()
-		if need := int64(res.rowBytes*w.Rows) + 16; s.size[k] < need {
-			if s.ptr[k] != 0 {
-				if err := d.release(s.ptr[k]); err != nil {
-					return err
-				}
-				s.ptr[k], s.size[k] = 0, 0
-			}
-			p, err := d.alloc(need)
-			if err != nil {
-				return fmt.Errorf("cuda: streaming weight %s: %w", w.Name, err)
-			}
-			s.ptr[k], s.size[k] = p, need
+		if err := d.takeSlot(k, int64(res.rowBytes*w.Rows)+16); err != nil {
+			return fmt.Errorf("cuda: streaming weight %s: %w", w.Name, err)
 		}
 		err := d.streamRows(w.Name, s.ptr[k], data, w.Rows, rb, res.rowBytes)
 		if up != nil {
@@ -152,6 +132,37 @@ func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 		d.wmu.Unlock()
 		return nil
 	})
+}
+
+// takeSlot empties streaming slot k of its weight and grows it to need
+// bytes (device thread only). The slot's last weight is gone from it (while
+// its pointer still tells it from a later copy of the same weight in the
+// other slot).
+func (d *Device) takeSlot(k int, need int64) error {
+	s := &d.slots2
+	d.wmu.Lock()
+	if old := s.name[k]; old != "" {
+		if ow := d.weights[old]; ow != nil && ow.streamed && ow.ptr == s.ptr[k] {
+			delete(d.weights, old)
+		}
+	}
+	s.name[k] = ""
+	d.wmu.Unlock()
+	if s.size[k] >= need {
+		return nil
+	}
+	if s.ptr[k] != 0 {
+		if err := d.release(s.ptr[k]); err != nil {
+			return err
+		}
+		s.ptr[k], s.size[k] = 0, 0
+	}
+	p, err := d.alloc(need)
+	if err != nil {
+		return err
+	}
+	s.ptr[k], s.size[k] = p, need
+	return nil
 }
 
 // streamRows copies a weight's rows, rb bytes each at data, to p with a
