@@ -14,7 +14,9 @@
 # 8, 10, 12. llama7b: synthetic Llama-7B Q4_K_M capped at half its file,
 # -ngl 12, 14, 16. hybrid's prefill is planned for its own shape: layers the
 # decode plan leaves on the CPU are multiplied on the GPU with their weights
-# streamed in (planner.MakeStep). Raw output in /tmp/capped and $OUT.
+# streamed in, and attend there with their KV cells streamed in and back
+# (planner.MakeStep). KV_AB=1 also runs hybrid with HYBRID_KV_STREAM=0 (those
+# layers attend on the CPU). Raw output in /tmp/capped and $OUT.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 H=$here/hybrid B=/tmp/lcpp/build/bin
@@ -42,6 +44,11 @@ case_() {
     mem=$(gpumem $out/$name.hybrid.t$th.log $H bench --model $m --policies $out/$name.yaml -p 512 -n 128 -r 2 --threads $th)
     echo "hybrid auto-capped, $th threads (peak GPU memory $mem MiB):"
     grep -E "auto-capped" $out/$name.hybrid.t$th.log | tail -1
+    if [ "${KV_AB:-0}" = 1 ]; then
+      mem=$(HYBRID_KV_STREAM=0 gpumem $out/$name.hybrid-nokv.t$th.log $H bench --model $m --policies $out/$name.yaml -p 512 -n 128 -r 2 --threads $th)
+      echo "hybrid auto-capped, HYBRID_KV_STREAM=0 (the CPU's layers attend on the CPU), $th threads (peak GPU memory $mem MiB):"
+      grep -E "auto-capped" $out/$name.hybrid-nokv.t$th.log | tail -1
+    fi
     for ngl in "$@"; do
       mem=$(gpumem $out/$name.llama.t$th.ngl$ngl.log $B/llama-bench -m $m -p 512 -n 128 -r 2 -t $th -ngl $ngl -fa 1)
       echo "llama.cpp -ngl $ngl -fa 1, $th threads (peak GPU memory $mem MiB):"
