@@ -15,8 +15,9 @@ import (
 // run on any device the policy allows, as Make's ops do, with two
 // differences: an attention op runs with its KV cache, on its decode
 // device, or on a device that can stream a cache from one in host memory
-// (Candidate.KVStreams, KVHost) at the cost of copying the step's cells
-// back; and an op whose weight is resident elsewhere runs on a device
+// (Candidate.KVStreams, KVHost) at the cost of copying the cells before
+// the step in and the step's own back; and an op whose weight is resident
+// elsewhere runs on a device
 // that can stream weights (Candidate.Streams) at the cost of copying the
 // weight in for the step (the link's time for its bytes, from the cheapest
 // device that holds it) on top of its own. A GPU multiplying a 512-token

@@ -85,14 +85,14 @@ type streamStep struct {
 
 // streamedCaches counts the attention ops of the step that stream their KV
 // cache (a test's check).
-func (c *compiled) streamedCaches() (int, error) {
+func (c *compiled) streamedCaches() int {
 	n := 0
 	for i := range c.stream {
 		if c.stream[i].kv {
 			n++
 		}
 	}
-	return n, nil
+	return n
 }
 
 // streams reports whether op i streams a weight or a KV cache in.

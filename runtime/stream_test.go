@@ -68,7 +68,7 @@ func TestPromptStreamsKVCache(t *testing.T) {
 	}
 	// Each streamed layer: its first step's cells back; its second step's
 	// cells before it in, and its own back.
-	layers, _ := s.Exec.steps[stepKey{n: n - first, past: pastBucket(first, n-first, ctx)}].streamedCaches()
+	layers := s.Exec.steps[stepKey{n: n - first, past: pastBucket(first, n-first, ctx)}].streamedCaches()
 	if layers == 0 {
 		t.Fatalf("the second step streams no cache")
 	}
