@@ -650,6 +650,8 @@ func (d *Device) Close() error {
 			fmt.Fprintf(os.Stderr, "cuda: %s: batches: %d graph replays, %d captures, %d failed captures (%v), %d eager; launched %d fused units and %d ops alone\n", d.name, d.stats.replays, d.stats.captures, d.stats.failed, d.stats.lastErr, d.stats.eager, d.stats.fused, d.stats.alone)
 		}
 		d.freeGraphs()
+		synchronize()
+		d.freeSlots()
 		if err := d.unpin(); err != nil {
 			errs = append(errs, err)
 		}

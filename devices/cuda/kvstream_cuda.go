@@ -88,7 +88,14 @@ func (d *Device) StreamedKV(op *ops.Op, st ops.Step, k, v []uint16) error {
 			copy(b, st)
 		}
 		s.n = 0
-		return nil
+		// The next weights copied into the slots wait for this attention.
+		if err := d.copyStream(); err != nil {
+			return err
+		}
+		if err := d.slotRead(0); err != nil {
+			return err
+		}
+		return d.slotRead(1)
 	})
 }
 

@@ -40,6 +40,27 @@ static void hy_graph_free(CUgraph g, CUgraphExec e) {
 	if (g) cuGraphDestroy(g);
 }
 
+// Copies on a stream of their own (streamed weights) and the events that
+// order them with the device's stream.
+static CUresult hy_htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st) { return cuMemcpyHtoDAsync(d, s, n, st); }
+static CUresult hy_htod_2d_async(CUdeviceptr dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, CUstream st) {
+	CUDA_MEMCPY2D c = {0};
+	c.srcMemoryType = CU_MEMORYTYPE_HOST;
+	c.srcHost = src;
+	c.srcPitch = spitch;
+	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.dstDevice = dst;
+	c.dstPitch = dpitch;
+	c.WidthInBytes = width;
+	c.Height = height;
+	return cuMemcpy2DAsync(&c, st);
+}
+static CUresult hy_event_new(CUevent *e) { return cuEventCreate(e, CU_EVENT_DISABLE_TIMING); }
+static CUresult hy_record_on(CUevent e, CUstream s) { return cuEventRecord(e, s); }
+static CUresult hy_wait_event(CUstream s, CUevent e) { return cuStreamWaitEvent(s, e, 0); }
+static CUresult hy_event_sync(CUevent e) { return cuEventSynchronize(e); }
+static void hy_event_destroy(CUevent e) { cuEventDestroy(e); }
+
 static CUresult hy_host_alloc(void **p, size_t n) { return cuMemAllocHost(p, n); }
 static CUresult hy_host_free(void *p) { return cuMemFreeHost(p); }
 
@@ -115,6 +136,65 @@ func (s stream) copyDtoD(dst, src uintptr, n int) error {
 		return fmt.Errorf("cuMemcpyDtoDAsync(%d bytes): %s", n, C.GoString(C.hy_err(r)))
 	}
 	return nil
+}
+
+// copyHtoD queues a copy of n bytes from pinned host memory at src to dst
+// on s.
+func (s stream) copyHtoD(dst dptr, src unsafe.Pointer, n int) error {
+	if r := C.hy_htod_async(C.CUdeviceptr(dst), src, C.size_t(n), s.s); r != 0 {
+		return fmt.Errorf("cuMemcpyHtoDAsync(%d bytes): %s", n, C.GoString(C.hy_err(r)))
+	}
+	return nil
+}
+
+// copyHtoD2D queues a copy of rows of width bytes, spitch apart in pinned
+// host memory at src, to dpitch apart at dst, on s.
+func (s stream) copyHtoD2D(dst dptr, dpitch int, src unsafe.Pointer, spitch, width, rows int) error {
+	if r := C.hy_htod_2d_async(C.CUdeviceptr(dst), C.size_t(dpitch), src, C.size_t(spitch), C.size_t(width), C.size_t(rows), s.s); r != 0 {
+		return fmt.Errorf("cuMemcpy2DAsync(%d rows): %s", rows, C.GoString(C.hy_err(r)))
+	}
+	return nil
+}
+
+// wait makes the work queued on s after it wait for e.
+func (s stream) wait(e event) error {
+	if r := C.hy_wait_event(s.s, e.e); r != 0 {
+		return fmt.Errorf("cuStreamWaitEvent: %s", C.GoString(C.hy_err(r)))
+	}
+	return nil
+}
+
+// event marks a point in a stream's work.
+type event struct{ e C.CUevent }
+
+func newEvent() (event, error) {
+	var e event
+	if r := C.hy_event_new(&e.e); r != 0 {
+		return e, fmt.Errorf("cuEventCreate: %s", C.GoString(C.hy_err(r)))
+	}
+	return e, nil
+}
+
+// record marks the work queued on s so far.
+func (e event) record(s stream) error {
+	if r := C.hy_record_on(e.e, s.s); r != 0 {
+		return fmt.Errorf("cuEventRecord: %s", C.GoString(C.hy_err(r)))
+	}
+	return nil
+}
+
+// sync waits on the host for the work e marks.
+func (e event) sync() error {
+	if r := C.hy_event_sync(e.e); r != 0 {
+		return fmt.Errorf("cuEventSynchronize: %s", C.GoString(C.hy_err(r)))
+	}
+	return nil
+}
+
+func (e event) destroy() {
+	if e.e != nil {
+		C.hy_event_destroy(e.e)
+	}
 }
 
 // graph is an instantiated CUDA graph of captured launches.

@@ -23,6 +23,17 @@ type streamSlots struct {
 	name   [2]string
 	next   int
 	warned bool // a registration failed, and it was said
+	// The copies run on a stream of their own, so that a weight's copy
+	// overlaps the kernels before the op that reads it: free[k] marks the
+	// point of the device's stream after which nothing reads slot k (its
+	// reader launched), ready[k] the end of slot k's copy on the copy
+	// stream, which the device's stream waits for. edge[k] is slot k's
+	// pinned host buffer for the bytes not pinned in place.
+	copy            stream
+	free, ready     [2]event
+	freeOK, readyOK [2]bool
+	edge            [2]unsafe.Pointer
+	nedge           [2]int
 	// pinned holds, per weight streamed, the whole pages of its bytes
 	// registered with the driver (pinned), or a failed registration.
 	pinned map[string]pinnedRange
@@ -86,13 +97,18 @@ func (d *Device) unpin() error {
 	return errors.Join(errs...)
 }
 
-// StreamWeight implements devices.WeightStreamer: the weight's bytes go
-// through the pinned staging buffer into the next of two slots, after the
-// ops queued before it have been launched; the copy is on the legacy
-// stream, which waits for the kernels already on the device's stream, so a
-// slot is not overwritten while an op reads it. The weight is then what
-// ops Run after it read, until the slot is used again two calls later.
-// A weight resident here (LoadWeight) is left as it is.
+// syncStream (HYBRID_CUDA_STREAM_SYNC=1) makes each streamed weight's copy
+// wait for every kernel queued before it and the host wait for the copy,
+// as before the copy stream: to measure what the overlap gains.
+var syncStream = os.Getenv("HYBRID_CUDA_STREAM_SYNC") == "1"
+
+// StreamWeight implements devices.WeightStreamer: the weight's bytes are
+// copied into the next of two slots on the copy stream, after the op that
+// read the slot's last weight (two calls ago) and while the kernels queued
+// since run; the ops Run after it wait for the copy on the device's stream.
+// The weight is then what ops Run after it read, until the slot is used
+// again two calls later. A weight resident here (LoadWeight) is left as it
+// is.
 func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 	d.wmu.Lock()
 	cur, ok := d.weights[w.Name]
@@ -113,17 +129,31 @@ func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 	}
 	return d.do(func() error {
 		s := &d.slots2
+		if err := d.copyStream(); err != nil {
+			return err
+		}
 		k := s.next
 		s.next = 1 - k
+		// The queue was flushed: the reader of slot 1-k's weight is
+		// launched, and a later copy into that slot waits for it.
+		if err := d.slotRead(1 - k); err != nil {
+			return err
+		}
+		if syncStream {
+			if err := d.slotRead(k); err != nil {
+				return err
+			}
+		}
 		if err := d.takeSlot(k, int64(res.rowBytes*w.Rows)+16); err != nil {
 			return fmt.Errorf("cuda: streaming weight %s: %w", w.Name, err)
 		}
-		err := d.streamRows(w.Name, s.ptr[k], data, w.Rows, rb, res.rowBytes)
-		if up != nil {
-			err = d.upload(s.ptr[k], up)
-		}
-		if err != nil {
+		if err := d.streamRows(k, w.Name, data, w.Rows, rb, res.rowBytes, up); err != nil {
 			return fmt.Errorf("cuda: streaming weight %s: %w", w.Name, err)
+		}
+		if syncStream {
+			if err := s.ready[k].sync(); err != nil {
+				return err
+			}
 		}
 		res.ptr = s.ptr[k]
 		d.wmu.Lock()
@@ -132,6 +162,54 @@ func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 		d.wmu.Unlock()
 		return nil
 	})
+}
+
+// copyStream makes the copy stream and the slots' events, once (device
+// thread only).
+func (d *Device) copyStream() error {
+	s := &d.slots2
+	if s.copy.s != nil {
+		return nil
+	}
+	var err error
+	if s.copy, err = newStream(); err != nil {
+		return err
+	}
+	for k := range 2 {
+		if s.free[k], err = newEvent(); err != nil {
+			return err
+		}
+		if s.ready[k], err = newEvent(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// slotRead marks the work queued on the device's stream so far as the last
+// that reads slot k (device thread only): its next copy waits for it.
+func (d *Device) slotRead(k int) error {
+	s := &d.slots2
+	if s.copy.s == nil {
+		return nil
+	}
+	if err := s.free[k].record(d.stream); err != nil {
+		return err
+	}
+	s.freeOK[k] = true
+	return nil
+}
+
+// freeSlots releases the copy stream, the events and the pinned edge
+// buffers (device thread only, after a synchronize).
+func (d *Device) freeSlots() {
+	s := &d.slots2
+	for k := range 2 {
+		s.free[k].destroy()
+		s.ready[k].destroy()
+		hostFree(s.edge[k])
+	}
+	s.copy.destroy()
 }
 
 // takeSlot empties streaming slot k of its weight and grows it to need
@@ -152,6 +230,10 @@ func (d *Device) takeSlot(k int, need int64) error {
 		return nil
 	}
 	if s.ptr[k] != 0 {
+		// A kernel or a copy may still use it.
+		if err := synchronize(); err != nil {
+			return err
+		}
 		if err := d.release(s.ptr[k]); err != nil {
 			return err
 		}
@@ -165,57 +247,90 @@ func (d *Device) takeSlot(k int, need int64) error {
 	return nil
 }
 
-// streamRows copies a weight's rows, rb bytes each at data, to p with a
-// stride of pitch bytes (device thread only): the rows inside the pages pin
-// registers straight from there, at the link's rate, the others through
-// the staging buffer.
-func (d *Device) streamRows(name string, p dptr, data []byte, rows, rb, pitch int) error {
+// streamRows queues slot k's copy of a weight's rows, rb bytes each at
+// data, to the slot with a stride of pitch bytes, then, for a norm, its f32
+// row up over them, on the copy stream after the slot's last reader, and
+// records ready[k] (device thread only). The rows inside the pages pin
+// registers go straight from there, at the link's rate; the others, and
+// up, through the slot's pinned edge buffer, each row padded with zeros.
+func (d *Device) streamRows(k int, name string, data []byte, rows, rb, pitch int, up []byte) error {
+	s := &d.slots2
 	r := d.pin(name, data)
 	lo, hi := 0, 0 // the rows wholly inside the pinned pages
 	if r.n > 0 {
 		lo, hi = (r.off+rb-1)/rb, (r.off+r.n)/rb
 	}
 	if hi <= lo {
-		return d.uploadPadded(p, data, rows, rb, pitch)
+		lo, hi = rows, rows // none: all through the edge buffer
 	}
-	if err := d.uploadPadded(p, data[:lo*rb], lo, rb, pitch); err != nil {
-		return err
+	// The edge buffer's last copy is done before it is written again.
+	if s.readyOK[k] {
+		if err := s.ready[k].sync(); err != nil {
+			return err
+		}
 	}
-	src := unsafe.Pointer(&data[lo*rb])
-	var err error
-	if pitch == rb {
-		err = memcpyHtoD(p+dptr(lo*pitch), src, int64((hi-lo)*rb))
-	} else {
-		err = memcpyHtoD2D(p+dptr(lo*pitch), pitch, src, rb, rb, hi-lo)
-	}
-	if err != nil {
-		return err
-	}
-	return d.uploadPadded(p+dptr(hi*pitch), data[hi*rb:], rows-hi, rb, pitch)
-}
-
-// uploadPadded is upload of rows of rb bytes into a stride of pitch, through
-// the staging buffer, the bytes past each row zero.
-func (d *Device) uploadPadded(p dptr, data []byte, rows, rb, pitch int) error {
-	if pitch == rb {
-		return d.upload(p, data)
-	}
-	per := max(1, uploadChunk/pitch)
-	for r0 := 0; r0 < rows; r0 += per {
-		n := min(per, rows-r0)
-		s, err := d.staging(n * pitch)
+	need := (lo+rows-hi)*pitch + len(up)
+	if need > s.nedge[k] {
+		hostFree(s.edge[k])
+		s.edge[k], s.nedge[k] = nil, 0
+		p, err := hostAlloc(max(need, 1<<20))
 		if err != nil {
 			return err
 		}
-		for r := range n {
-			if err := copyGuarded(s[r*pitch:r*pitch+rb], data[(r0+r)*rb:(r0+r+1)*rb]); err != nil {
-				return err
-			}
-			clear(s[r*pitch+rb : (r+1)*pitch])
-		}
-		if err := memcpyHtoD(p+dptr(r0*pitch), d.stage, int64(n*pitch)); err != nil {
+		s.edge[k], s.nedge[k] = p, max(need, 1<<20)
+	}
+	edge := unsafe.Slice((*byte)(s.edge[k]), s.nedge[k])
+	if s.freeOK[k] {
+		if err := s.copy.wait(s.free[k]); err != nil {
 			return err
 		}
 	}
-	return nil
+	p := s.ptr[k]
+	off := 0
+	// through copies rows [r0, r1) through the edge buffer.
+	through := func(r0, r1 int) error {
+		if r1 <= r0 {
+			return nil
+		}
+		n := (r1 - r0) * pitch
+		for r := r0; r < r1; r++ {
+			o := off + (r-r0)*pitch
+			if err := copyGuarded(edge[o:o+rb], data[r*rb:(r+1)*rb]); err != nil {
+				return err
+			}
+			clear(edge[o+rb : o+pitch])
+		}
+		err := s.copy.copyHtoD(p+dptr(r0*pitch), unsafe.Pointer(&edge[off]), n)
+		off += n
+		return err
+	}
+	if err := through(0, lo); err != nil {
+		return err
+	}
+	if hi > lo {
+		src := unsafe.Pointer(&data[lo*rb])
+		var err error
+		if pitch == rb {
+			err = s.copy.copyHtoD(p+dptr(lo*pitch), src, (hi-lo)*rb)
+		} else {
+			err = s.copy.copyHtoD2D(p+dptr(lo*pitch), pitch, src, rb, rb, hi-lo)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := through(hi, rows); err != nil {
+		return err
+	}
+	if len(up) > 0 {
+		copy(edge[off:], up)
+		if err := s.copy.copyHtoD(p, unsafe.Pointer(&edge[off]), len(up)); err != nil {
+			return err
+		}
+	}
+	if err := s.ready[k].record(s.copy); err != nil {
+		return err
+	}
+	s.readyOK[k] = true
+	return d.stream.wait(s.ready[k])
 }

@@ -145,3 +145,112 @@ func TestStreamWeight(t *testing.T) {
 		t.Errorf("memory in use %d does not count the slots' %d bytes", g.MemoryUsed()-used, slots)
 	}
 }
+
+// TestStreamWeightQueued streams twelve weights in turn, each multiplied as
+// soon as it is streamed, with nothing read back until all are queued: the
+// copies run on their own stream while the kernels before them run, so a
+// copy into a slot must wait for the kernel that read the slot's last
+// weight, and a kernel for its weight's copy. Every product is the resident
+// weight's bit for bit; the second half of the rounds with a prompt's
+// attention between (the slots then hold a streamed KV cache).
+func TestStreamWeightQueued(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	const n = 64
+	type mat struct {
+		res, str *ops.Weight
+		data     []byte
+	}
+	var ms []mat
+	for i, sh := range []struct {
+		typ        quant.Type
+		rows, cols int
+	}{{quant.Q4_0, 4096, 1024}, {quant.Q8_0, 256, 1024}, {quant.Q6_K, 1024, 11008}, {quant.Q4_K, 3072, 1024}} {
+		data, _ := quantized(t, r, sh.typ, sh.rows, sh.cols)
+		m := mat{res: &ops.Weight{Name: fmt.Sprintf("qres%d", i), Type: sh.typ, Rows: sh.rows, Cols: sh.cols},
+			str: &ops.Weight{Name: fmt.Sprintf("qstr%d", i), Type: sh.typ, Rows: sh.rows, Cols: sh.cols}, data: data}
+		if err := g.LoadWeight(m.res, m.data); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	a := ops.AttnParams{Heads: 8, KVHeads: 2, HeadDim: 64, Context: 512}
+	attn := &ops.Op{Kind: ops.Attention, Name: "queued.attn", Layer: 900, Attn: a}
+	const rounds = 12
+	var bufs []devices.Buffer
+	defer func() {
+		for _, b := range bufs {
+			g.Free(b)
+		}
+	}()
+	buf := func(elems int) devices.Buffer {
+		b, err := g.Alloc(elems)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs = append(bufs, b)
+		return b
+	}
+	st := ops.Step{Tokens: make([]int32, n)}
+	mul := func(w *ops.Weight, in, out devices.Buffer) {
+		if err := g.Run(&ops.Op{Kind: ops.MatMul, Name: "mm." + w.Name, Weight: w}, st, []devices.Buffer{in}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type product struct {
+		m        mat
+		in       devices.Buffer
+		got, res devices.Buffer
+	}
+	var ps []product
+	qkv := [3]devices.Buffer{buf(n * a.Heads * a.HeadDim), buf(n * a.KVHeads * a.HeadDim), buf(n * a.KVHeads * a.HeadDim)}
+	for i, x := range [][]float32{verify.RandVec(r, n*a.Heads*a.HeadDim), verify.RandVec(r, n*a.KVHeads*a.HeadDim), verify.RandVec(r, n*a.KVHeads*a.HeadDim)} {
+		if err := g.Write(qkv[i], x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ao := buf(n * a.Heads * a.HeadDim)
+	for i := range rounds {
+		m := ms[i%len(ms)]
+		p := product{m: m, in: buf(n * m.res.Cols), got: buf(n * m.res.Rows), res: buf(n * m.res.Rows)}
+		if err := g.Write(p.in, verify.RandVec(r, n*m.res.Cols)); err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	for i, p := range ps {
+		if err := g.StreamWeight(p.m.str, p.m.data); err != nil {
+			t.Fatal(err)
+		}
+		mul(p.m.str, p.in, p.got)
+		if i >= rounds/2 && i%2 == 0 {
+			if err := g.StreamKV(attn, st, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Run(attn, st, qkv[:], ao); err != nil {
+				t.Fatal(err)
+			}
+			kdim := a.KVHeads * a.HeadDim
+			if err := g.StreamedKV(attn, st, make([]uint16, n*kdim), make([]uint16, n*kdim)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, p := range ps {
+		mul(p.m.res, p.in, p.res)
+	}
+	for i, p := range ps {
+		got, want := make([]float32, n*p.m.res.Rows), make([]float32, n*p.m.res.Rows)
+		if err := g.Read(got, p.got); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Read(want, p.res); err != nil {
+			t.Fatal(err)
+		}
+		for j := range want {
+			if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+				t.Fatalf("round %d, %s: element %d streamed %g, resident %g", i, p.m.str.Name, j, got[j], want[j])
+			}
+		}
+	}
+}
