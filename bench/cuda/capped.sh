@@ -16,7 +16,9 @@
 # decode plan leaves on the CPU are multiplied on the GPU with their weights
 # streamed in, and attend there with their KV cells streamed in and back
 # (planner.MakeStep). KV_AB=1 also runs hybrid with HYBRID_KV_STREAM=0 (those
-# layers attend on the CPU). Raw output in /tmp/capped and $OUT.
+# layers attend on the CPU). CAP_TINY and CAP_7B (MiB) set other caps, e.g. ones
+# under which hybrid's peak GPU memory is at most llama.cpp's largest -ngl's.
+# Raw output in /tmp/capped and $OUT.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 H=$here/hybrid B=/tmp/lcpp/build/bin
@@ -61,11 +63,11 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(tinyllama)
 for p in "${parts[@]}"; do
   case $p in
-  tinyllama) case_ tinyllama tinyllama-1.1b Q4_0 300 8 10 12 ;;
+  tinyllama) case_ tinyllama tinyllama-1.1b Q4_0 ${CAP_TINY:-300} 8 10 12 ;;
   llama7b)
     m=/tmp/llama-7b-Q4_K_M.gguf
     [ -f $m ] || $H synth --preset llama-7b --type Q4_K_M -o $m >/dev/null
-    case_ llama7b llama-7b Q4_K_M $(( $(stat -L -c %s $m) / 2 / 1048576 )) 12 14 16 ;;
+    case_ llama7b llama-7b Q4_K_M ${CAP_7B:-$(( $(stat -L -c %s $m) / 2 / 1048576 ))} 12 14 16 ;;
   esac
 done
 [ -n "${OUT:-}" ] && cp -r $out "$OUT/" 2>/dev/null
