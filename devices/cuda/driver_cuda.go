@@ -35,7 +35,7 @@ static CUresult hy_enable_peer(CUcontext peer) {
 static CUresult hy_max_shared(CUfunction f, int n) { return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, n); }
 static CUresult hy_host_register(void *p, size_t n) { return cuMemHostRegister(p, n, CU_MEMHOSTREGISTER_READ_ONLY); }
 static CUresult hy_host_unregister(void *p) { return cuMemHostUnregister(p); }
-static CUresult hy_htod_2d(CUdeviceptr dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height) {
+static CUDA_MEMCPY2D hy_htod_rows(CUdeviceptr dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height) {
 	CUDA_MEMCPY2D c = {0};
 	c.srcMemoryType = CU_MEMORYTYPE_HOST;
 	c.srcHost = src;
@@ -45,7 +45,15 @@ static CUresult hy_htod_2d(CUdeviceptr dst, size_t dpitch, const void *src, size
 	c.dstPitch = dpitch;
 	c.WidthInBytes = width;
 	c.Height = height;
+	return c;
+}
+static CUresult hy_htod_2d(CUdeviceptr dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height) {
+	CUDA_MEMCPY2D c = hy_htod_rows(dst, dpitch, src, spitch, width, height);
 	return cuMemcpy2D(&c);
+}
+static CUresult hy_htod_2d_async(CUdeviceptr dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, CUstream st) {
+	CUDA_MEMCPY2D c = hy_htod_rows(dst, dpitch, src, spitch, width, height);
+	return cuMemcpy2DAsync(&c, st);
 }
 static CUresult hy_memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n) {
 	return cuMemcpyPeer(dst, dctx, src, sctx, n);
@@ -190,6 +198,11 @@ func hostUnregister(p unsafe.Pointer) error {
 // dpitch apart at device dst (synchronously, ordered after earlier work).
 func memcpyHtoD2D(dst dptr, dpitch int, src unsafe.Pointer, spitch, width, rows int) error {
 	return cuErr("cuMemcpy2D", C.hy_htod_2d(C.CUdeviceptr(dst), C.size_t(dpitch), src, C.size_t(spitch), C.size_t(width), C.size_t(rows)))
+}
+
+// copyHtoD2D is memcpyHtoD2D from pinned host memory queued on s.
+func (s stream) copyHtoD2D(dst dptr, dpitch int, src unsafe.Pointer, spitch, width, rows int) error {
+	return cuErr("cuMemcpy2DAsync", C.hy_htod_2d_async(C.CUdeviceptr(dst), C.size_t(dpitch), src, C.size_t(spitch), C.size_t(width), C.size_t(rows), s.s))
 }
 
 func memcpyDtoH(dst unsafe.Pointer, src dptr, n int64) error {

@@ -43,18 +43,6 @@ static void hy_graph_free(CUgraph g, CUgraphExec e) {
 // Copies on a stream of their own (streamed weights) and the events that
 // order them with the device's stream.
 static CUresult hy_htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st) { return cuMemcpyHtoDAsync(d, s, n, st); }
-static CUresult hy_htod_2d_async(CUdeviceptr dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, CUstream st) {
-	CUDA_MEMCPY2D c = {0};
-	c.srcMemoryType = CU_MEMORYTYPE_HOST;
-	c.srcHost = src;
-	c.srcPitch = spitch;
-	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-	c.dstDevice = dst;
-	c.dstPitch = dpitch;
-	c.WidthInBytes = width;
-	c.Height = height;
-	return cuMemcpy2DAsync(&c, st);
-}
 static CUresult hy_event_new(CUevent *e) { return cuEventCreate(e, CU_EVENT_DISABLE_TIMING); }
 static CUresult hy_record_on(CUevent e, CUstream s) { return cuEventRecord(e, s); }
 static CUresult hy_wait_event(CUstream s, CUevent e) { return cuStreamWaitEvent(s, e, 0); }
@@ -143,15 +131,6 @@ func (s stream) copyDtoD(dst, src uintptr, n int) error {
 func (s stream) copyHtoD(dst dptr, src unsafe.Pointer, n int) error {
 	if r := C.hy_htod_async(C.CUdeviceptr(dst), src, C.size_t(n), s.s); r != 0 {
 		return fmt.Errorf("cuMemcpyHtoDAsync(%d bytes): %s", n, C.GoString(C.hy_err(r)))
-	}
-	return nil
-}
-
-// copyHtoD2D queues a copy of rows of width bytes, spitch apart in pinned
-// host memory at src, to dpitch apart at dst, on s.
-func (s stream) copyHtoD2D(dst dptr, dpitch int, src unsafe.Pointer, spitch, width, rows int) error {
-	if r := C.hy_htod_2d_async(C.CUdeviceptr(dst), C.size_t(dpitch), src, C.size_t(spitch), C.size_t(width), C.size_t(rows), s.s); r != 0 {
-		return fmt.Errorf("cuMemcpy2DAsync(%d rows): %s", rows, C.GoString(C.hy_err(r)))
 	}
 	return nil
 }

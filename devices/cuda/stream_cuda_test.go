@@ -15,6 +15,34 @@ import (
 	"hybrid/verify"
 )
 
+// mat is a weight twice over: res to make resident, str to stream, the
+// same bytes.
+type mat struct {
+	res, str *ops.Weight
+	data     []byte
+}
+
+type matShape struct {
+	typ        quant.Type
+	rows, cols int
+}
+
+// streamMats makes a random weight of each shape, named prefix+"res"+i and
+// prefix+"str"+i.
+func streamMats(t *testing.T, r *rand.Rand, prefix string, shapes []matShape) []mat {
+	t.Helper()
+	var ms []mat
+	for i, sh := range shapes {
+		data, _ := quantized(t, r, sh.typ, sh.rows, sh.cols)
+		ms = append(ms, mat{
+			res:  &ops.Weight{Name: fmt.Sprintf("%sres%d", prefix, i), Type: sh.typ, Rows: sh.rows, Cols: sh.cols},
+			str:  &ops.Weight{Name: fmt.Sprintf("%sstr%d", prefix, i), Type: sh.typ, Rows: sh.rows, Cols: sh.cols},
+			data: data,
+		})
+	}
+	return ms
+}
+
 // TestStreamWeight multiplies with weights streamed into the two slots
 // (growing them, and reusing each) and requires the results bit for bit
 // those of the same weights made resident: the same kernels read the same
@@ -25,22 +53,7 @@ func TestStreamWeight(t *testing.T) {
 	g := gpu(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	const n = 77 // a prompt's tensor-core tiles
-	type mat struct {
-		res, str *ops.Weight
-		data     []byte
-	}
-	var ms []mat
-	for i, sh := range []struct {
-		typ        quant.Type
-		rows, cols int
-	}{{quant.Q4_0, 512, 256}, {quant.Q4_K, 2048, 1024}, {quant.Q8_0, 1024, 2048}, {quant.Q6_K, 512, 11008}} {
-		data, _ := quantized(t, r, sh.typ, sh.rows, sh.cols)
-		ms = append(ms, mat{
-			res:  &ops.Weight{Name: fmt.Sprintf("res%d", i), Type: sh.typ, Rows: sh.rows, Cols: sh.cols},
-			str:  &ops.Weight{Name: fmt.Sprintf("str%d", i), Type: sh.typ, Rows: sh.rows, Cols: sh.cols},
-			data: data,
-		})
-	}
+	ms := streamMats(t, r, "", []matShape{{quant.Q4_0, 512, 256}, {quant.Q4_K, 2048, 1024}, {quant.Q8_0, 1024, 2048}, {quant.Q6_K, 512, 11008}})
 	run := func(w *ops.Weight, x []float32) ([]float32, error) {
 		in, err := g.Alloc(len(x))
 		if err != nil {
@@ -157,22 +170,11 @@ func TestStreamWeightQueued(t *testing.T) {
 	g := gpu(t)
 	r := rand.New(rand.NewPCG(7, 8))
 	const n = 64
-	type mat struct {
-		res, str *ops.Weight
-		data     []byte
-	}
-	var ms []mat
-	for i, sh := range []struct {
-		typ        quant.Type
-		rows, cols int
-	}{{quant.Q4_0, 4096, 1024}, {quant.Q8_0, 256, 1024}, {quant.Q6_K, 1024, 11008}, {quant.Q4_K, 3072, 1024}} {
-		data, _ := quantized(t, r, sh.typ, sh.rows, sh.cols)
-		m := mat{res: &ops.Weight{Name: fmt.Sprintf("qres%d", i), Type: sh.typ, Rows: sh.rows, Cols: sh.cols},
-			str: &ops.Weight{Name: fmt.Sprintf("qstr%d", i), Type: sh.typ, Rows: sh.rows, Cols: sh.cols}, data: data}
+	ms := streamMats(t, r, "q", []matShape{{quant.Q4_0, 4096, 1024}, {quant.Q8_0, 256, 1024}, {quant.Q6_K, 1024, 11008}, {quant.Q4_K, 3072, 1024}})
+	for _, m := range ms {
 		if err := g.LoadWeight(m.res, m.data); err != nil {
 			t.Fatal(err)
 		}
-		ms = append(ms, m)
 	}
 	a := ops.AttnParams{Heads: 8, KVHeads: 2, HeadDim: 64, Context: 512}
 	attn := &ops.Op{Kind: ops.Attention, Name: "queued.attn", Layer: 900, Attn: a}
