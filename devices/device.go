@@ -51,6 +51,11 @@ type Info struct {
 	// executor reuses no buffer within that many ops. 0 for devices that
 	// run each op alone.
 	FusionWindow int
+	// FusionTokens is the most tokens of a step that the device fuses ops
+	// of; the executor keeps FusionWindow for those steps only (a prompt's
+	// buffers are large, and reused at once where nothing is fused). 0:
+	// every step.
+	FusionTokens int
 }
 
 // KVElemBytes is d's KVBytes, or 2 (f16) when it declares none.
@@ -130,6 +135,24 @@ type Device interface {
 	Close() error
 }
 
+// MemoryPeak is the most memory a device has held at once, by what held it,
+// and what its driver holds besides for the device's context and code.
+type MemoryPeak struct {
+	Total     int64 // Weights + KVCache + Streaming + Buffers + Scratch, at the peak
+	Weights   int64 // resident weights
+	KVCache   int64 // KV caches of the layers that attend here
+	Streaming int64 // slots of weights (and KV cells) streamed in for a step
+	Buffers   int64 // the executor's activation buffers
+	Scratch   int64 // the device's own working memory (quantized activations, partial sums)
+	Runtime   int64 // the driver's, when asked: the context, its kernels and graphs, outside Total
+}
+
+// PeakReporter is implemented by devices that keep their peak memory, so
+// that a run can say what a GPU really held next to what its plan counted.
+type PeakReporter interface {
+	MemoryPeak() MemoryPeak
+}
+
 // ErrUnsupported is wrapped by Supports' errors.
 var ErrUnsupported = errors.New("unsupported")
 
@@ -143,6 +166,15 @@ type PeerCopier interface {
 	// on device to. ok is false, with nothing done, when this device cannot
 	// copy to that one directly; the caller then copies through the host.
 	CopyTo(to Device, dst, src Buffer, n int) (ok bool, err error)
+}
+
+// WeightsLoader is implemented by devices that hold many weights in one
+// allocation: a GPU driver rounds each allocation up to its pages (2 MiB),
+// which a weight apiece pays again and again, unseen by the plan's memory.
+type WeightsLoader interface {
+	// LoadWeights loads ws together, data[i] being ws[i]'s bytes as
+	// LoadWeight takes them. Weights already resident are left as they are.
+	LoadWeights(ws []*ops.Weight, data [][]byte) error
 }
 
 // WeightStreamer is implemented by devices that can run an op whose weight

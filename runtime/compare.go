@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"hybrid/devices"
 	"hybrid/models/llama"
 	"hybrid/ops"
 	"hybrid/planner"
@@ -72,6 +73,9 @@ type PolicyBench struct {
 	ConvertMS float64 `json:"convert_ms_per_token"`
 	// WallMS is the decode step's wall time on this machine.
 	WallMS float64 `json:"wall_ms_per_token"`
+	// Peaks is the most memory each device that keeps it (a GPU) held
+	// during the runs, by device name.
+	Peaks map[string]devices.MemoryPeak `json:"memory_peaks,omitempty"`
 }
 
 // ComparePolicies runs m under each policy and each conversion design in
@@ -159,6 +163,14 @@ func benchPolicy(s *Session, nPrompt, nGen, reps int) (PolicyBench, error) {
 		r.AccountedDecodeTokS = steps / acc.Seconds()
 	}
 	r.WallMS = float64(wall) / steps / 1e6
+	for _, d := range ex.Devices() {
+		if pr, ok := d.(devices.PeakReporter); ok {
+			if r.Peaks == nil {
+				r.Peaks = map[string]devices.MemoryPeak{}
+			}
+			r.Peaks[d.Name()] = pr.MemoryPeak()
+		}
+	}
 	return r, nil
 }
 

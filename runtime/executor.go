@@ -141,6 +141,12 @@ func NewPlanExecutor(m *llama.Model, devs []devices.Device, ctx int, opts Option
 	if err != nil {
 		return nil, err
 	}
+	// Each device's weights, in the graph's order.
+	type load struct {
+		ws   []*ops.Weight
+		data [][]byte
+	}
+	loads := map[devices.Device]*load{}
 	loaded := map[string]bool{}
 	for _, op := range g.Ops {
 		d := placed[op.ID]
@@ -155,18 +161,47 @@ func NewPlanExecutor(m *llama.Model, devs []devices.Device, ctx int, opts Option
 		if err != nil {
 			return nil, err
 		}
-		var lerr error
-		if err := m.File.Guard(func() { lerr = d.LoadWeight(op.Weight, data) }); err != nil {
-			return nil, fmt.Errorf("runtime: loading %s: %w", op.Weight.Name, err)
+		l := loads[d]
+		if l == nil {
+			l = &load{}
+			loads[d] = l
 		}
-		if lerr != nil {
-			if cerr := m.File.Check(); cerr != nil {
-				return nil, fmt.Errorf("runtime: loading %s: %w (%v)", op.Weight.Name, cerr, lerr)
+		l.ws, l.data = append(l.ws, op.Weight), append(l.data, data)
+	}
+	for _, d := range devs {
+		l := loads[d]
+		if l == nil {
+			continue
+		}
+		if wl, ok := d.(devices.WeightsLoader); ok {
+			if err := guardLoad(m, fmt.Sprintf("%d weights onto %s", len(l.ws), d.Name()), func() error { return wl.LoadWeights(l.ws, l.data) }); err != nil {
+				return nil, err
 			}
-			return nil, lerr
+			continue
+		}
+		for i, w := range l.ws {
+			if err := guardLoad(m, w.Name, func() error { return d.LoadWeight(w, l.data[i]) }); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return e, nil
+}
+
+// guardLoad runs load, which reads the mapped bytes of m's weights (what),
+// turning a fault reading them (a file truncated under us) into an error.
+func guardLoad(m *llama.Model, what string, load func() error) error {
+	var lerr error
+	if err := m.File.Guard(func() { lerr = load() }); err != nil {
+		return fmt.Errorf("runtime: loading %s: %w", what, err)
+	}
+	if lerr != nil {
+		if cerr := m.File.Check(); cerr != nil {
+			return fmt.Errorf("runtime: loading %s: %w (%v)", what, cerr, lerr)
+		}
+		return lerr
+	}
+	return nil
 }
 
 // place returns each op's device.
@@ -678,7 +713,7 @@ func bind(g *ops.Graph, dev []devices.Device, l *layout) (*compiled, error) {
 		}
 	}
 	for d, ivs := range l.need {
-		bs, err := allocate(d, ivs)
+		bs, err := allocate(d, ivs, g.Tokens)
 		c.bufs[d] = bs
 		if err != nil {
 			return nil, errors.Join(err, c.free())
@@ -752,10 +787,14 @@ func (e *Executor) BufferBytes() map[string]int64 {
 // buffers per device, not one per value. A device that launches up to k
 // neighbouring ops as one kernel reads an input while the group writes its
 // outputs, so an output must not take the buffer of a value read within the
-// group (devices.Info.FusionWindow). It returns the buffers it allocated,
-// also those allocated before an error.
-func allocate(d devices.Device, ivs []*interval) ([]devices.Buffer, error) {
-	window := d.Info().FusionWindow
+// group (devices.Info.FusionWindow), in a step of as few tokens as it fuses
+// (FusionTokens). It returns the buffers it allocated, also those allocated
+// before an error.
+func allocate(d devices.Device, ivs []*interval, tokens int) ([]devices.Buffer, error) {
+	window := 0
+	if in := d.Info(); in.FusionTokens == 0 || tokens <= in.FusionTokens {
+		window = in.FusionWindow
+	}
 	sort.SliceStable(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })
 	type slot struct {
 		size int

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"hybrid/devices"
 	_ "hybrid/devices/cuda" // the cuda-only case, in a -tags cuda test binary on a GPU
 	"hybrid/models/llama"
 )
@@ -146,6 +147,72 @@ links:
 		}
 		if d.Info().Memory > 0 && d.MemoryUsed() > d.Info().Memory {
 			t.Errorf("%s holds %d bytes, over its %d", name, d.MemoryUsed(), d.Info().Memory)
+		}
+	}
+}
+
+// fusingDevice is a device that says it fuses the ops of steps of up to 31
+// tokens (as the CUDA device does) and counts what it is asked to allocate.
+type fusingDevice struct {
+	devices.Device
+	allocated int64
+}
+
+type countedBuf int
+
+func (b countedBuf) Len() int { return int(b) }
+
+func (f *fusingDevice) Info() devices.Info {
+	return devices.Info{Name: "fusing", FusionWindow: 4, FusionTokens: 31}
+}
+func (f *fusingDevice) Name() string { return "fusing" }
+func (f *fusingDevice) Alloc(n int) (devices.Buffer, error) {
+	f.allocated += 4 * int64(n)
+	return countedBuf(n), nil
+}
+func (f *fusingDevice) View(b devices.Buffer, n int) (devices.Buffer, error) {
+	return countedBuf(n), nil
+}
+
+// TestPromptBuffersIgnoreFusionWindow lays out a prompt's step and a decode
+// step of a real model on a device that fuses the ops of steps of up to 31
+// tokens: the decode step keeps its fusion window (more buffers than live
+// values need), the prompt's, which nothing fuses, reuses a buffer as soon
+// as its value is dead, so it takes little more than its values' largest
+// live set.
+func TestPromptBuffersIgnoreFusionWindow(t *testing.T) {
+	m := builtinModel(t)
+	for _, n := range []int{1, 64} {
+		g, err := m.Graph(n, 0, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &fusingDevice{}
+		dev := make([]devices.Device, len(g.Ops))
+		for i := range dev {
+			dev[i] = d
+		}
+		l := layoutFor(g, dev, false)
+		var live int64 // the most bytes of values live at one op
+		for at := range g.Ops {
+			var sum int64
+			for _, iv := range l.need[d] {
+				if iv.start <= at && at <= iv.end {
+					sum += 4 * int64(iv.elems)
+				}
+			}
+			live = max(live, sum)
+		}
+		if _, err := allocate(d, l.need[d], g.Tokens); err != nil {
+			t.Fatal(err)
+		}
+		ratio := float64(d.allocated) / float64(live)
+		t.Logf("%d tokens: %d bytes of buffers for %d live", n, d.allocated, live)
+		if n == 1 && ratio < 1.3 {
+			t.Errorf("a decode step's buffers are %.2f× its live values: the fusion window was not kept", ratio)
+		}
+		if n > 1 && ratio > 1.2 {
+			t.Errorf("a %d-token step's buffers are %.2f× its live values", n, ratio)
 		}
 	}
 }

@@ -18,6 +18,9 @@
 # (planner.MakeStep). KV_AB=1 also runs hybrid with HYBRID_KV_STREAM=0 (those
 # layers attend on the CPU). CAP_TINY and CAP_7B (MiB) set other caps, e.g. ones
 # under which hybrid's peak GPU memory is at most llama.cpp's largest -ngl's.
+# hybrid prints what its GPU held at the peak (weights, caches, streaming
+# slots, activations, scratch) and what the driver holds; the cap covers the
+# first three.
 # Raw output in /tmp/capped and $OUT.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,11 +48,11 @@ case_() {
   for th in 8 16; do
     mem=$(gpumem $out/$name.hybrid.t$th.log $H bench --model $m --policies $out/$name.yaml -p 512 -n 128 -r 2 --threads $th)
     echo "hybrid auto-capped, $th threads (peak GPU memory $mem MiB):"
-    grep -E "auto-capped" $out/$name.hybrid.t$th.log | tail -1
+    grep -E "^\| auto-capped|held at most" $out/$name.hybrid.t$th.log | tail -2
     if [ "${KV_AB:-0}" = 1 ]; then
       mem=$(HYBRID_KV_STREAM=0 gpumem $out/$name.hybrid-nokv.t$th.log $H bench --model $m --policies $out/$name.yaml -p 512 -n 128 -r 2 --threads $th)
       echo "hybrid auto-capped, HYBRID_KV_STREAM=0 (the CPU's layers attend on the CPU), $th threads (peak GPU memory $mem MiB):"
-      grep -E "auto-capped" $out/$name.hybrid-nokv.t$th.log | tail -1
+      grep -E "^\| auto-capped" $out/$name.hybrid-nokv.t$th.log | tail -1
     fi
     for ngl in "$@"; do
       mem=$(gpumem $out/$name.llama.t$th.ngl$ngl.log $B/llama-bench -m $m -p 512 -n 128 -r 2 -t $th -ngl $ngl -fa 1)

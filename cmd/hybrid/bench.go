@@ -162,6 +162,24 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// printBenchPeaks prints the most memory each policy's GPUs held.
+func printBenchPeaks(w io.Writer, c *runtime.Comparison) {
+	for _, r := range c.Policies {
+		names := make([]string, 0, len(r.Peaks))
+		for name := range r.Peaks {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			m := r.Peaks[name]
+			fmt.Fprintf(w, "%s: %s held at most %.1f MiB (weights %.1f, KV caches %.1f, streaming slots %.1f, activations %.1f, scratch %.1f) and its driver %.1f MiB\n",
+				r.Policy, name, mib(m.Total), mib(m.Weights), mib(m.KVCache), mib(m.Streaming), mib(m.Buffers), mib(m.Scratch), mib(m.Runtime))
+		}
+	}
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
 // printComparison prints c as a table: with a hardware profile, the
 // conversions and the accounted (simulated) speeds too.
 func printComparison(w io.Writer, c *runtime.Comparison) {
@@ -181,6 +199,7 @@ func printComparison(w io.Writer, c *runtime.Comparison) {
 				fmt.Sprintf("%.3f", r.PredictedMS), fmt.Sprintf("%.3f", r.AccountedMS), fmt.Sprintf("%.3f", r.WallMS)})
 		}
 		fmt.Fprintln(w, t.Render())
+		printBenchPeaks(w, c)
 		return
 	}
 	t.AppendHeader(table.Row{"policy", "conversions", "devices", "wall prefill tok/s", "wall decode tok/s", "copies/token", "KiB/token",

@@ -112,6 +112,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			printStepSummary(stderr, sess, res)
 			printRunSummary(stderr, sess)
 		}
+		printMemoryPeaks(stderr, ex.Devices())
 		return nil
 	}
 	out := runJSON{

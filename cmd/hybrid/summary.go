@@ -7,6 +7,7 @@ import (
 
 	"github.com/jedib0t/go-pretty/v6/table"
 
+	"hybrid/devices"
 	"hybrid/runtime"
 )
 
@@ -66,6 +67,21 @@ func printStepSummary(w io.Writer, s *runtime.Session, res *runtime.Result) {
 	if d := res.Timings.DecodedTokens; d > 0 {
 		fmt.Fprintf(w, "decode: the plan predicts %.3f ms a token, measured %.3f ms over %d tokens%s\n",
 			float64(s.Plan.Predicted)/1e6, res.Timings.DecodeMs/float64(d), d, wall)
+	}
+}
+
+// printMemoryPeaks prints, for each device that keeps it, the most memory
+// it held at once and what held it: the plan's memory column counts weights
+// and caches, not activations, scratch or the driver's context.
+func printMemoryPeaks(w io.Writer, ds []devices.Device) {
+	for _, d := range ds {
+		pr, ok := d.(devices.PeakReporter)
+		if !ok {
+			continue
+		}
+		m := pr.MemoryPeak()
+		fmt.Fprintf(w, "%s held at most %.1f MiB (weights %.1f, KV caches %.1f, streaming slots %.1f, activations %.1f, scratch %.1f) and its driver %.1f MiB (context and kernels)\n",
+			d.Name(), mib(m.Total), mib(m.Weights), mib(m.KVCache), mib(m.Streaming), mib(m.Buffers), mib(m.Scratch), mib(m.Runtime))
 	}
 }
 

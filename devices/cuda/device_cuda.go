@@ -146,23 +146,27 @@ type Device struct {
 	occ    map[occKey]int // blocks a wave, by launch shape (wave)
 	slots  [maxArgs]uint64
 	kv     map[int]*kvCache
-	allocs map[dptr]int64 // bytes of every live allocation
+	allocs map[dptr]allocation // every live allocation
 	used   int64
-	tokens dptr   // the step on the device: its position, then its token ids
-	ntok   int    // token ids tokens has room for
-	rowPos dptr   // a batched step's rows: position and first cell of each (uploadRows)
-	nrow   int    // rows rowPos has room for
-	xq     dptr   // activation rows quantized to 8 bits for mvb (launchMVB)
-	nxq    int64  // bytes xq has room for
-	mmtP   dptr   // a split-K prefill mat-mul's partial products (launchMMT)
-	nmmtP  int64  // bytes mmtP has room for
-	mmtX   dptr   // a prefill mat-mul's activations rounded to f16 (launchMMT)
-	nmmtX  int64  // bytes mmtX has room for
-	attP   dptr   // split attention's parts (attendAt)
-	nattP  int64  // bytes attP has room for
-	attC   dptr   // split attention's counts of finished parts, one int a row and head (zero between launches)
-	nattC  int64  // bytes attC has room for
-	stream stream // every launch goes here (graphs need a stream of our own)
+	held   [nMemKinds]int64 // used by kind
+	peak   [nMemKinds]int64 // held when used was at its most
+	peakN  int64            // used at its most
+	driver int64            // the GPU's memory in use once the context and kernels were loaded, less used
+	tokens dptr             // the step on the device: its position, then its token ids
+	ntok   int              // token ids tokens has room for
+	rowPos dptr             // a batched step's rows: position and first cell of each (uploadRows)
+	nrow   int              // rows rowPos has room for
+	xq     dptr             // activation rows quantized to 8 bits for mvb (launchMVB)
+	nxq    int64            // bytes xq has room for
+	mmtP   dptr             // a split-K prefill mat-mul's partial products (launchMMT)
+	nmmtP  int64            // bytes mmtP has room for
+	mmtX   dptr             // a prefill mat-mul's activations rounded to f16 (launchMMT)
+	nmmtX  int64            // bytes mmtX has room for
+	attP   dptr             // split attention's parts (attendAt)
+	nattP  int64            // bytes attP has room for
+	attC   dptr             // split attention's counts of finished parts, one int a row and head (zero between launches)
+	nattC  int64            // bytes attC has room for
+	stream stream           // every launch goes here (graphs need a stream of our own)
 	graphs map[string]*graph
 	seen   map[string]bool // batches run once, captured when seen again
 	key    []byte
@@ -202,7 +206,11 @@ type Buffer struct {
 // Len implements devices.Buffer.
 func (b *Buffer) Len() int { return b.n }
 
-var _ devices.Device = (*Device)(nil)
+var (
+	_ devices.Device        = (*Device)(nil)
+	_ devices.PeakReporter  = (*Device)(nil)
+	_ devices.WeightsLoader = (*Device)(nil)
+)
 
 // New opens GPU ordinal as device "cuda:<ordinal>": it starts the device's
 // thread, creates a context on it and loads the kernels.
@@ -234,15 +242,24 @@ func New(ordinal int) (*Device, error) {
 		if d.stream, err = newStream(); err != nil {
 			return err
 		}
-		if d.tokens, err = d.alloc(4 * (1 + 512)); err != nil {
+		if d.tokens, err = d.alloc(4*(1+512), memScratch); err != nil {
 			return err
 		}
 		d.ntok = 512
 		if d.sms, err = multiprocessors(dev); err != nil {
 			return err
 		}
-		d.k, err = loadKernels()
-		return err
+		if d.k, err = loadKernels(); err != nil {
+			return err
+		}
+		// What the GPU has in use now beyond our one allocation is the
+		// context's and the kernels' (and another process's, if any).
+		free, err := memFreeBytes()
+		if err != nil {
+			return err
+		}
+		d.driver = max(d.total-free-d.used, 0)
+		return nil
 	})
 	if err != nil {
 		d.Close()
@@ -301,7 +318,7 @@ func (d *Device) Info() devices.Info {
 	if len(d.peers) > 0 {
 		detail += ", peer to peer with " + strings.Join(d.peers, ", ")
 	}
-	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, Free: d.free, KVBytes: 2, Sequences: true, FusionWindow: fusionWindow, Detail: detail}
+	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, Free: d.free, KVBytes: 2, Sequences: true, FusionWindow: fusionWindow, FusionTokens: mmtMin - 1, Detail: detail}
 }
 
 // Supports implements devices.Device.
@@ -356,7 +373,7 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 	return d.do(func() error {
 		// 16 bytes of slack: the mat-vec kernels read 2-byte aligned blocks
 		// with aligned 4-byte loads that may end past the last block.
-		p, err := d.alloc(int64(len(data)) + 16)
+		p, err := d.alloc(int64(len(data))+16, memWeight)
 		if err != nil {
 			return fmt.Errorf("cuda: weight %s: %w", w.Name, err)
 		}
@@ -475,17 +492,39 @@ func copyGuarded(dst, src []byte) (err error) {
 	return nil
 }
 
-// alloc takes n bytes of device memory (device thread only).
-func (d *Device) alloc(n int64) (dptr, error) {
+// memKind is what an allocation holds, for MemoryPeak.
+type memKind uint8
+
+const (
+	memWeight memKind = iota
+	memKV
+	memSlot
+	memBuffer
+	memScratch
+	nMemKinds
+)
+
+// allocation is a live allocation's size and kind.
+type allocation struct {
+	n    int64
+	kind memKind
+}
+
+// alloc takes n bytes of device memory holding kind (device thread only).
+func (d *Device) alloc(n int64, kind memKind) (dptr, error) {
 	p, err := memAlloc(max(n, 4))
 	if err != nil {
 		return 0, fmt.Errorf("cuMemAlloc(%d bytes) with %d in use: %w", n, d.used, err)
 	}
 	if d.allocs == nil {
-		d.allocs = map[dptr]int64{}
+		d.allocs = map[dptr]allocation{}
 	}
-	d.allocs[p] = n
+	d.allocs[p] = allocation{n, kind}
 	d.used += n
+	d.held[kind] += n
+	if d.used > d.peakN {
+		d.peakN, d.peak = d.used, d.held
+	}
 	d.freeGraphs() // a graph may hold a pointer that this one replaces
 	return p, nil
 }
@@ -494,7 +533,7 @@ func (d *Device) alloc(n int64) (dptr, error) {
 // queued before it that may still read it; captured graphs that may hold the
 // pointer are dropped.
 func (d *Device) release(p dptr) error {
-	n, ok := d.allocs[p]
+	a, ok := d.allocs[p]
 	if !ok {
 		return fmt.Errorf("free of memory this device did not allocate")
 	}
@@ -503,7 +542,8 @@ func (d *Device) release(p dptr) error {
 	}
 	d.freeGraphs()
 	delete(d.allocs, p)
-	d.used -= n
+	d.used -= a.n
+	d.held[a.kind] -= a.n
 	return memFree(p)
 }
 
@@ -515,7 +555,7 @@ func (d *Device) Alloc(n int) (devices.Buffer, error) {
 	b := &Buffer{dev: d, n: n, base: true}
 	err := d.do(func() error {
 		var err error
-		b.ptr, err = d.alloc(4 * int64(n))
+		b.ptr, err = d.alloc(4*int64(n), memBuffer)
 		return err
 	})
 	if err != nil {
@@ -620,6 +660,60 @@ func (d *Device) Read(dst []float32, src devices.Buffer) error {
 	})
 }
 
+// LoadWeights implements devices.WeightsLoader: the weights not yet resident
+// share one allocation, each at a 256-byte boundary with LoadWeight's 16
+// bytes of slack. cuMemAlloc takes whole 2 MiB pages: an allocation apiece
+// held TinyLlama's 606 MiB of weights in about 200 MiB more on the H100.
+func (d *Device) LoadWeights(ws []*ops.Weight, data [][]byte) error {
+	if len(ws) != len(data) {
+		return fmt.Errorf("cuda: %d weights with %d byte slices", len(ws), len(data))
+	}
+	type part struct {
+		res *weight
+		up  []byte
+		off int64
+	}
+	var parts []part
+	var total int64
+	taken := map[string]bool{}
+	for i, w := range ws {
+		d.wmu.Lock()
+		cur, ok := d.weights[w.Name]
+		d.wmu.Unlock()
+		if ok && !cur.streamed || taken[w.Name] {
+			continue
+		}
+		taken[w.Name] = true
+		res, up, err := hostWeight(w, data[i])
+		if err != nil {
+			return err
+		}
+		parts = append(parts, part{res, up, total})
+		total += (int64(len(up)) + 16 + 255) &^ 255
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return d.do(func() error {
+		p, err := d.alloc(total, memWeight)
+		if err != nil {
+			return fmt.Errorf("cuda: %d weights, %s the first: %w", len(parts), parts[0].res.w.Name, err)
+		}
+		for _, pt := range parts {
+			if err := d.upload(p+dptr(pt.off), pt.up); err != nil {
+				return errors.Join(fmt.Errorf("cuda: weight %s: upload: %w", pt.res.w.Name, err), d.release(p))
+			}
+		}
+		d.wmu.Lock()
+		for _, pt := range parts {
+			pt.res.ptr = p + dptr(pt.off)
+			d.weights[pt.res.w.Name] = pt.res
+		}
+		d.wmu.Unlock()
+		return nil
+	})
+}
+
 // Sync implements devices.Device.
 func (d *Device) Sync() error {
 	return d.do(func() error {
@@ -635,6 +729,22 @@ func (d *Device) MemoryUsed() int64 {
 	var n int64
 	d.do(func() error { n = d.used; return nil })
 	return n
+}
+
+// MemoryPeak implements devices.PeakReporter.
+func (d *Device) MemoryPeak() devices.MemoryPeak {
+	var m devices.MemoryPeak
+	d.do(func() error {
+		m = devices.MemoryPeak{Total: d.peakN, Weights: d.peak[memWeight], KVCache: d.peak[memKV],
+			Streaming: d.peak[memSlot], Buffers: d.peak[memBuffer], Scratch: d.peak[memScratch], Runtime: d.driver}
+		// The driver's share grows after the context is made (graphs,
+		// kernels loaded at first launch): what it holds now, if more.
+		if free, err := memFreeBytes(); err == nil {
+			m.Runtime = max(m.Runtime, d.total-free-d.used)
+		}
+		return nil
+	})
+	return m
 }
 
 // Close implements devices.Device: it frees everything, destroys the context
@@ -663,7 +773,7 @@ func (d *Device) Close() error {
 			}
 		}
 		hostFree(d.stage)
-		d.allocs, d.kv, d.stage, d.nstage, d.used = nil, nil, nil, 0, 0
+		d.allocs, d.kv, d.stage, d.nstage, d.used, d.held = nil, nil, nil, 0, 0, [nMemKinds]int64{}
 		d.slots2, d.kvs = streamSlots{}, kvStream{}
 		d.wmu.Lock()
 		d.weights = map[string]*weight{}

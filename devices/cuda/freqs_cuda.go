@@ -51,7 +51,7 @@ func (d *Device) uploadFreqs(op *ops.Op) error {
 		return fmt.Errorf("cuda: op %s: more than %d distinct sets of rope frequency factors", op, maxFreqs)
 	}
 	return d.do(func() error {
-		p, err := d.alloc(int64(len(key)))
+		p, err := d.alloc(int64(len(key)), memScratch)
 		if err != nil {
 			return fmt.Errorf("cuda: op %s: rope frequency factors: %w", op, err)
 		}

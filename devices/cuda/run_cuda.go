@@ -287,6 +287,18 @@ const mmtTiles = 256
 // faster split in two: 205 µs against 201.)
 const mmtBlocks = 1024
 
+// mmtPartialMax bounds a split-K prefill mat-mul's partial products (slices
+// × tokens × rows f32, scratch the device keeps): a mat-mul whose slices
+// would take more takes fewer, so that a prompt's scratch does not take the
+// room of weights the GPU could hold. HYBRID_CUDA_MMT_PARTIALS sets it in
+// MiB (0: no bound).
+var mmtPartialMax = func() int64 {
+	if v, err := strconv.Atoi(os.Getenv("HYBRID_CUDA_MMT_PARTIALS")); err == nil && v >= 0 {
+		return int64(v) << 20
+	}
+	return 8 << 20
+}()
+
 // mmtSlices is the most slices a split-K prefill mat-mul takes, each of at
 // least one chunk of mmtChunk columns.
 const mmtSlices = 16
@@ -350,6 +362,9 @@ func (d *Device) launchMMT(tk *typed, w *weight, x, out *Buffer, rows, cols, n i
 	s, ks := 1, chunks*mmtChunk
 	if tiles < mmtBlocks/2 {
 		s = min((mmtBlocks+tiles-1)/tiles, chunks, mmtSlices)
+		if one := int64(n) * int64(rows) * 4; mmtPartialMax > 0 && int64(s)*one > mmtPartialMax {
+			s = max(int(mmtPartialMax/one), 1)
+		}
 	}
 	if s > 1 {
 		ks = (chunks + s - 1) / s * mmtChunk
@@ -582,7 +597,7 @@ func (d *Device) uploadRows(rows []ops.Row) error {
 // regrow replaces the scratch allocation *p (none if 0) with a new one of
 // n bytes (device thread only); its contents are not kept.
 func (d *Device) regrow(p *dptr, n int64) error {
-	q, err := d.alloc(n)
+	q, err := d.alloc(n, memScratch)
 	if err != nil {
 		return err
 	}
@@ -618,11 +633,11 @@ func (d *Device) kvFor(op *ops.Op) (*kvCache, error) {
 				return nil, fmt.Errorf("KV cache: %w", err)
 			}
 		}
-		k, err := d.alloc(2 * int64(a.Context*dim))
+		k, err := d.alloc(2*int64(a.Context*dim), memKV)
 		if err != nil {
 			return nil, fmt.Errorf("KV cache: %w", err)
 		}
-		v, err := d.alloc(2 * int64(a.Context*dim))
+		v, err := d.alloc(2*int64(a.Context*dim), memKV)
 		if err != nil {
 			return nil, fmt.Errorf("KV cache: %w", err)
 		}

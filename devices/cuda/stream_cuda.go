@@ -239,7 +239,7 @@ func (d *Device) takeSlot(k int, need int64) error {
 		}
 		s.ptr[k], s.size[k] = 0, 0
 	}
-	p, err := d.alloc(need)
+	p, err := d.alloc(need, memSlot)
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,20 @@ func TestLoadWeightFromTruncatedFile(t *testing.T) {
 	if g.MemoryUsed() != used {
 		t.Fatalf("the failed upload kept %d bytes", g.MemoryUsed()-used)
 	}
+	// Loaded with others in one allocation: none of them is kept.
+	whole := &ops.Weight{Name: "whole", Type: quant.Q8_0, Rows: rows, Cols: cols}
+	if err := g.LoadWeights([]*ops.Weight{whole, w}, [][]byte{make([]byte, size), data}); !errors.Is(err, ErrFault) {
+		t.Fatalf("LoadWeights over a truncated mapping: %v, want ErrFault", err)
+	}
+	if g.MemoryUsed() != used {
+		t.Fatalf("the failed LoadWeights kept %d bytes", g.MemoryUsed()-used)
+	}
+	g.wmu.Lock()
+	_, kept := g.weights["whole"]
+	g.wmu.Unlock()
+	if kept {
+		t.Fatal("the failed LoadWeights kept a weight")
+	}
 	b, err := g.Alloc(16)
 	if err != nil {
 		t.Fatal(err)
