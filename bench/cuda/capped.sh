@@ -8,7 +8,7 @@
 #   here:  mkdir -p .device/c && CGO_ENABLED=1 go build -tags cuda -ldflags="-s -w" -o .device/c/hybrid ./cmd/hybrid
 #          cp bench/cuda/capped.sh .device/c/ && bash ../shared/tools/llamacpp-cuda.sh pack .device/c
 #   there: bash .device/c/llamacpp-cuda.sh build .device/c/lcpp.tgz    # once, ~6 min
-#          bash .device/c/capped.sh [tinyllama|llama7b]...             # default: tinyllama
+#          bash .device/c/capped.sh [tinyllama|llama7b|tinyllama-alt|llama7b-alt]...  # default: tinyllama
 #
 # tinyllama: synthetic TinyLlama-1.1B Q4_0 (636 MB) capped at 300 MiB, -ngl
 # 8, 10, 12. llama7b: synthetic Llama-7B Q4_K_M capped at half its file,
@@ -62,6 +62,21 @@ case_() {
   done
 }
 
+# alt_ NAME MODEL CAP NGL: decode only (tg128), hybrid under the cap and
+# llama.cpp at one -ngl alternated for ALT_ROUNDS rounds (default 5) at
+# ALT_THREADS threads (default 16): on a host whose speed drifts from minute
+# to minute (a shared 16-core VM), ratios of neighbouring runs.
+alt_() {
+  local name=$1 m=$2 capMiB=$3 ngl=$4 th=${ALT_THREADS:-16}
+  printf 'name: auto-capped\nmemory:\n  cuda: %dMiB\n' $capMiB >$out/$name-alt.yaml
+  echo "== $name alternated: $(basename $m), hybrid capped at $capMiB MiB against llama.cpp -ngl $ngl, $th threads, tg128"
+  for r in $(seq 1 ${ALT_ROUNDS:-5}); do
+    h=$($H bench --model $m --policies $out/$name-alt.yaml -p 0 -n 128 -r 2 --threads $th 2>&1 | grep -E '^\| auto-capped' | awk -F'|' '{print $5}')
+    l=$($B/llama-bench -m $m -p 0 -n 128 -r 2 -t $th -ngl $ngl -fa 1 2>&1 | grep tg128 | awk -F'|' '{print $(NF-1)}')
+    echo "round $r: hybrid $h tok/s, llama.cpp $l tok/s"
+  done
+}
+
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(tinyllama)
 for p in "${parts[@]}"; do
@@ -71,6 +86,14 @@ for p in "${parts[@]}"; do
     m=/tmp/llama-7b-Q4_K_M.gguf
     [ -f $m ] || $H synth --preset llama-7b --type Q4_K_M -o $m >/dev/null
     case_ llama7b llama-7b Q4_K_M ${CAP_7B:-$(( $(stat -L -c %s $m) / 2 / 1048576 ))} 12 14 16 ;;
+  tinyllama-alt)
+    m=/tmp/tinyllama-1.1b-Q4_0.gguf
+    [ -f $m ] || $H synth --preset tinyllama-1.1b --type Q4_0 -o $m >/dev/null
+    alt_ tinyllama $m ${CAP_TINY:-300} 12 ;;
+  llama7b-alt)
+    m=/tmp/llama-7b-Q4_K_M.gguf
+    [ -f $m ] || $H synth --preset llama-7b --type Q4_K_M -o $m >/dev/null
+    alt_ llama7b $m ${CAP_7B:-$(( $(stat -L -c %s $m) / 2 / 1048576 ))} 16 ;;
   esac
 done
 [ -n "${OUT:-}" ] && cp -r $out "$OUT/" 2>/dev/null
