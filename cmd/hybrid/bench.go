@@ -171,14 +171,10 @@ func printBenchPeaks(w io.Writer, c *runtime.Comparison) {
 		}
 		slices.Sort(names)
 		for _, name := range names {
-			m := r.Peaks[name]
-			fmt.Fprintf(w, "%s: %s held at most %.1f MiB (weights %.1f, KV caches %.1f, streaming slots %.1f, activations %.1f, scratch %.1f) and its driver %.1f MiB\n",
-				r.Policy, name, mib(m.Total), mib(m.Weights), mib(m.KVCache), mib(m.Streaming), mib(m.Buffers), mib(m.Scratch), mib(m.Runtime))
+			fmt.Fprintf(w, "%s: %s %s\n", r.Policy, name, peakText(r.Peaks[name]))
 		}
 	}
 }
-
-func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 // printComparison prints c as a table: with a hardware profile, the
 // conversions and the accounted (simulated) speeds too.

@@ -79,11 +79,18 @@ func printMemoryPeaks(w io.Writer, ds []devices.Device) {
 		if !ok {
 			continue
 		}
-		m := pr.MemoryPeak()
-		fmt.Fprintf(w, "%s held at most %.1f MiB (weights %.1f, KV caches %.1f, streaming slots %.1f, activations %.1f, scratch %.1f) and its driver %.1f MiB (context and kernels)\n",
-			d.Name(), mib(m.Total), mib(m.Weights), mib(m.KVCache), mib(m.Streaming), mib(m.Buffers), mib(m.Scratch), mib(m.Runtime))
+		fmt.Fprintf(w, "%s %s\n", d.Name(), peakText(pr.MemoryPeak()))
 	}
 }
+
+// peakText says what a device held at its peak, by kind, and its driver's
+// share.
+func peakText(m devices.MemoryPeak) string {
+	return fmt.Sprintf("held at most %.1f MiB (weights %.1f, KV caches %.1f, streaming slots %.1f, activations %.1f, scratch %.1f) and its driver %.1f MiB (context and kernels)",
+		mib(m.Total), mib(m.Weights), mib(m.KVCache), mib(m.Streaming), mib(m.Buffers), mib(m.Scratch), mib(m.Runtime))
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 func sumTransfers(s *runtime.Session) time.Duration {
 	var d time.Duration
