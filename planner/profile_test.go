@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"hybrid/configs"
+	"hybrid/devices"
+	"hybrid/ops"
 )
 
 // TestProfileRoundTrip: what Save writes, LoadProfile reads back, empty
@@ -60,5 +62,28 @@ func TestBadProfiles(t *testing.T) {
 				t.Fatalf("error %v, want %s at line %d saying %q", err, path, c.line, c.has)
 			}
 		})
+	}
+}
+
+// TestCPURooflineScalesWithThreads: without a measurement, a CPU device of
+// 16 threads is predicted to read a decode mat-vec's weights 4× as fast as
+// one of 2 (bandwidth grows up to 8 threads) and to do a prompt's
+// arithmetic 8× as fast, less the fixed cost per op.
+func TestCPURooflineScalesWithThreads(t *testing.T) {
+	c := &Costs{}
+	read := &ops.Op{Kind: ops.MatMul, Cost: ops.Cost{FLOPs: 2 << 20, BytesRead: 1 << 30}}
+	compute := &ops.Op{Kind: ops.MatMul, Cost: ops.Cost{FLOPs: 1 << 40, BytesRead: 1 << 20}}
+	for _, tc := range []struct {
+		op   *ops.Op
+		want float64
+	}{{read, 4}, {compute, 8}} {
+		t2, src := c.OpTime(devices.Info{Name: "cpu", Kind: "cpu", Threads: 2}, tc.op, 1)
+		t16, _ := c.OpTime(devices.Info{Name: "cpu", Kind: "cpu", Threads: 16}, tc.op, 1)
+		if src != "roofline" {
+			t.Fatalf("source %q, want roofline", src)
+		}
+		if r := float64(t2) / float64(t16); r < tc.want*0.99 || r > tc.want*1.01 {
+			t.Errorf("%d FLOPs, %d bytes: 2 threads %v, 16 threads %v: %.2f×, want %.0f×", tc.op.Cost.FLOPs, tc.op.Cost.BytesRead, t2, t16, r, tc.want)
+		}
 	}
 }
