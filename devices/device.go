@@ -138,13 +138,13 @@ type Device interface {
 // MemoryPeak is the most memory a device has held at once, by what held it,
 // and what its driver holds besides for the device's context and code.
 type MemoryPeak struct {
-	Total     int64 // Weights + KVCache + Streaming + Buffers + Scratch, at the peak
-	Weights   int64 // resident weights
-	KVCache   int64 // KV caches of the layers that attend here
-	Streaming int64 // slots of weights (and KV cells) streamed in for a step
-	Buffers   int64 // the executor's activation buffers
-	Scratch   int64 // the device's own working memory (quantized activations, partial sums)
-	Runtime   int64 // the driver's, when asked: the context, its kernels and graphs, outside Total
+	Total     int64 `json:"total_bytes"`     // Weights + KVCache + Streaming + Buffers + Scratch, at the peak
+	Weights   int64 `json:"weights_bytes"`   // resident weights
+	KVCache   int64 `json:"kv_cache_bytes"`  // KV caches of the layers that attend here
+	Streaming int64 `json:"streaming_bytes"` // slots of weights (and KV cells) streamed in for a step
+	Buffers   int64 `json:"buffers_bytes"`   // the executor's activation buffers
+	Scratch   int64 `json:"scratch_bytes"`   // the device's own working memory (quantized activations, partial sums)
+	Runtime   int64 `json:"driver_bytes"`    // the driver's, when asked: the context, its kernels and graphs, outside Total
 }
 
 // PeakReporter is implemented by devices that keep their peak memory, so

@@ -163,15 +163,23 @@ func benchPolicy(s *Session, nPrompt, nGen, reps int) (PolicyBench, error) {
 		r.AccountedDecodeTokS = steps / acc.Seconds()
 	}
 	r.WallMS = float64(wall) / steps / 1e6
-	for _, d := range ex.Devices() {
+	r.Peaks = MemoryPeaks(ex.Devices())
+	return r, nil
+}
+
+// MemoryPeaks is what each of devs that keeps it (devices.PeakReporter: a
+// GPU) held at its peak, by device name; nil where none does.
+func MemoryPeaks(devs []devices.Device) map[string]devices.MemoryPeak {
+	var out map[string]devices.MemoryPeak
+	for _, d := range devs {
 		if pr, ok := d.(devices.PeakReporter); ok {
-			if r.Peaks == nil {
-				r.Peaks = map[string]devices.MemoryPeak{}
+			if out == nil {
+				out = map[string]devices.MemoryPeak{}
 			}
-			r.Peaks[d.Name()] = pr.MemoryPeak()
+			out[d.Name()] = pr.MemoryPeak()
 		}
 	}
-	return r, nil
+	return out
 }
 
 // accounted is the time the executor recorded: op times (modelled on

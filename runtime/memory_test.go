@@ -216,3 +216,26 @@ func TestPromptBuffersIgnoreFusionWindow(t *testing.T) {
 		}
 	}
 }
+
+// peakDevice is a device that reports a peak.
+type peakDevice struct {
+	devices.Device
+	name string
+	peak devices.MemoryPeak
+}
+
+func (p *peakDevice) Name() string                   { return p.name }
+func (p *peakDevice) MemoryPeak() devices.MemoryPeak { return p.peak }
+
+// TestMemoryPeaks: the devices that keep a peak are reported by name, the
+// others not at all.
+func TestMemoryPeaks(t *testing.T) {
+	gpu := &peakDevice{name: "cuda:0", peak: devices.MemoryPeak{Total: 300, Weights: 200, Buffers: 100, Runtime: 500}}
+	got := MemoryPeaks([]devices.Device{&fusingDevice{}, gpu})
+	if len(got) != 1 || got["cuda:0"] != gpu.peak {
+		t.Errorf("MemoryPeaks: %+v, want only cuda:0's %+v", got, gpu.peak)
+	}
+	if got := MemoryPeaks([]devices.Device{&fusingDevice{}}); got != nil {
+		t.Errorf("MemoryPeaks of a device without a peak: %+v, want nil", got)
+	}
+}

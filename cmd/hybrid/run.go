@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"hybrid/devices"
 	"hybrid/internal/filekind"
 	"hybrid/models/llama"
 	"hybrid/runtime"
@@ -134,6 +135,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			DecodeMs: res.Timings.DecodeMs, DecodeTokS: res.Timings.DecodeTokS,
 		},
 	}
+	out.MemoryPeaks = runtime.MemoryPeaks(ex.Devices())
 	if *logits {
 		out.FirstLogits = make([]jsonFloat, len(res.FirstLogits))
 		for i, l := range res.FirstLogits {
@@ -160,6 +162,9 @@ type runJSON struct {
 	Transfers       transfersJSON  `json:"transfers"`
 	Timings         timingsJSON    `json:"timings"`
 	FirstLogits     []jsonFloat    `json:"first_logits,omitempty"`
+	// MemoryPeaks is what each device that keeps it (a GPU) held at its
+	// peak, by device name.
+	MemoryPeaks map[string]devices.MemoryPeak `json:"memory_peaks,omitempty"`
 }
 
 type transfersJSON struct {

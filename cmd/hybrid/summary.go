@@ -74,12 +74,11 @@ func printStepSummary(w io.Writer, s *runtime.Session, res *runtime.Result) {
 // it held at once and what held it: the plan's memory column counts weights
 // and caches, not activations, scratch or the driver's context.
 func printMemoryPeaks(w io.Writer, ds []devices.Device) {
+	peaks := runtime.MemoryPeaks(ds)
 	for _, d := range ds {
-		pr, ok := d.(devices.PeakReporter)
-		if !ok {
-			continue
+		if m, ok := peaks[d.Name()]; ok {
+			fmt.Fprintf(w, "%s %s\n", d.Name(), peakText(m))
 		}
-		fmt.Fprintf(w, "%s %s\n", d.Name(), peakText(pr.MemoryPeak()))
 	}
 }
 
