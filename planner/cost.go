@@ -40,11 +40,13 @@ func (c *Costs) For(cands []Candidate) *Costs {
 }
 
 // Default roofline rates by device kind, used only where nothing better is
-// known. The CPU's are this project's 2-core CI machine measured with
-// `go test -bench MatVecCold ./devices/cpu/kernels` (about 20 GB/s of
-// quantized weights through the kernels) and a conservative 50 GFLOP/s; its
-// fixed cost per op grows with the worker threads that must meet
-// (cpuLaunchPerThread).
+// known. The CPU's are this project's 2-core CI machine's, for two threads
+// (cpuScale scales them): 20 GB/s of quantized weights through the kernels
+// (`go test -bench MatVecCold ./devices/cpu/kernels`), and 300 GFLOP/s,
+// about what its prompt kernels reach on a Q8_0 TinyLlama (pp512 at 157
+// tok/s, 2.2 GFLOP a token; Q4_0's 272 tok/s is 600 GFLOP/s; the H100
+// host's Xeon did 2.0–2.9 TFLOP/s at 8 and 16 threads). Its fixed cost per op
+// grows with the worker threads that must meet (cpuLaunchPerThread).
 // The GPU kinds' are conservative: what hybrid's own CUDA kernels reached on an
 // H100 (0.8–1.4 TB/s of quantized weights) halved for smaller GPUs. CUDA's
 // fixed cost per op is what decode steps cost on the H100 once replayed as
@@ -54,7 +56,7 @@ var defaultRates = map[string]struct {
 	bytesPerSec, flopsPerSec float64
 	launch                   time.Duration
 }{
-	"cpu":    {20e9, 50e9, 1900 * time.Nanosecond},
+	"cpu":    {20e9, 300e9, 1900 * time.Nanosecond},
 	"cuda":   {500e9, 20e12, 2500 * time.Nanosecond},
 	"metal":  {150e9, 4e12, 10 * time.Microsecond},
 	"coreml": {50e9, 8e12, 150 * time.Microsecond},
