@@ -137,20 +137,58 @@ func TestMatMul(t *testing.T) {
 			case shapes[1]:
 				ns = append(ns, 300) // 128-token tiles, the last one partial
 			}
+			type run struct {
+				n  int
+				q8 bool // the prefill on 8-bit tensor cores (useMMQ)
+			}
+			var runs []run
 			for _, n := range ns {
-				t.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, sh.rows, sh.cols, n), func(t *testing.T) {
+				runs = append(runs, run{n, false})
+				if n >= mmtMin && mmqTypes[typ] && sh.cols%mmqStep == 0 {
+					runs = append(runs, run{n, true})
+				}
+			}
+			for _, rn := range runs {
+				n, q8 := rn.n, rn.q8
+				name := fmt.Sprintf("%s/%dx%d/n=%d", typ, sh.rows, sh.cols, n)
+				if q8 {
+					name += "/mmq"
+				}
+				t.Run(name, func(t *testing.T) {
+					defer func(v bool) { useMMQ = v }(useMMQ)
+					useMMQ = q8
 					x := verify.RandVec(r, n*sh.cols)
 					op := &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}
 					got := runOp(t, g, op, ops.Step{}, data, n*sh.rows, x)
 					want, mag := make([]float64, n*sh.rows), make([]float64, n*sh.rows)
+					// The 8-bit tensor-core prefill (kernels/mmq.cu): its
+					// error is at most that of its activations, half a
+					// step of each block of 32's scale max|x|/127 per
+					// element, so bound is Σ|w|·max|x|/254 over the blocks.
+					var bound []float64
+					if q8 {
+						bound = make([]float64, n*sh.rows)
+					}
 					parallel(sh.rows, func(row int) {
 						wr := deq[row*sh.cols : (row+1)*sh.cols]
 						for tk := range n {
-							var s, m float64
+							var s, m, b float64
+							xr := x[tk*sh.cols : (tk+1)*sh.cols]
 							for k, wv := range wr {
-								p := float64(wv) * float64(x[tk*sh.cols+k])
+								p := float64(wv) * float64(xr[k])
 								s += p
 								m += math.Abs(p)
+							}
+							if q8 {
+								for k0 := 0; k0 < sh.cols; k0 += 32 {
+									var amax, wsum float64
+									for k := k0; k < k0+32; k++ {
+										amax = max(amax, math.Abs(float64(xr[k])))
+										wsum += math.Abs(float64(wr[k]))
+									}
+									b += wsum * amax / 254
+								}
+								bound[tk*sh.rows+row] = b
 							}
 							want[tk*sh.rows+row], mag[tk*sh.rows+row] = s, m
 						}
@@ -179,6 +217,18 @@ func TestMatMul(t *testing.T) {
 						} else {
 							t.Logf("8-bit activations, vs cpu: max error %.2g of Σ|w·x|", e)
 						}
+					} else if q8 {
+						worst, at := 0.0, 0
+						for i := range got {
+							over := math.Abs(float64(got[i])-want[i]) / (bound[i] + 1e-5*mag[i])
+							if over > worst {
+								worst, at = over, i
+							}
+						}
+						if worst > 1 {
+							t.Fatalf("out[%d] = %g, want %g: error %.3g, over the 8-bit activations' bound %.3g", at, got[at], want[at], math.Abs(float64(got[at])-want[at]), bound[at]+1e-5*mag[at])
+						}
+						t.Logf("8-bit tensor cores vs float64: at most %.2f of the bound", worst)
 					} else {
 						tol := 1e-5
 						if n >= mmtMin && typ != quant.F32 && sh.cols%32 == 0 {

@@ -17,6 +17,7 @@ import (
 //go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/ops.ptx kernels/ops.cu
 //go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/attention.ptx kernels/attention.cu
 //go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/fused.ptx kernels/fused.cu
+//go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/mmq.ptx kernels/mmq.cu
 
 var (
 	//go:embed kernels/matmul.ptx
@@ -27,7 +28,16 @@ var (
 	attentionPTX string
 	//go:embed kernels/fused.ptx
 	fusedPTX string
+	//go:embed kernels/mmq.ptx
+	mmqPTX string
 )
+
+// mmqTypes are the weight types with an 8-bit tensor-core prefill mat-mul
+// (MQ_TYPES in kernels/mmq.cu); the others run mmt on f16.
+var mmqTypes = map[quant.Type]bool{
+	quant.Q4_0: true, quant.Q4_1: true, quant.Q5_0: true, quant.Q5_1: true, quant.Q8_0: true,
+	quant.Q4_K: true, quant.Q5_K: true, quant.Q6_K: true, quant.IQ4_NL: true,
+}
 
 // typeNames are the weight types the kernels are instantiated for
 // (FOR_TYPES in kernels/quant.cuh), by the suffix of their kernel names.
@@ -53,6 +63,8 @@ func chunk(t quant.Type) int {
 type typed struct {
 	matvec, matmul8, embed kernel
 	mmt, mmt64, mmt32      kernel // tensor-core prefill mat-mul, 128-, 64- and 32-token tiles (kernels/matmul.cu)
+	mmq, mmq64, mmq32      kernel // the same on 8-bit inputs (kernels/mmq.cu), for mmqTypes only
+	hasMMQ                 bool
 	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
 	mvb, xq                kernel // mat-vecs of several rows on 8-bit activations, and their quantization (kernels/fused.cu)
 }
@@ -73,6 +85,7 @@ type kernels struct {
 	ropeKV     kernel // fused decode RoPE and cache append
 	mmtSum     kernel // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
 	toF16      kernel // a prefill mat-mul's activations rounded to f16 (kernels/matmul.cu)
+	mmqQuant   kernel // a prefill mat-mul's activations quantized to 8 bits (kernels/mmq.cu)
 }
 
 // loadKernels loads the embedded modules into the current context.
@@ -106,6 +119,10 @@ func loadKernels() (*kernels, error) {
 		return nil, err
 	}
 	fm, err := load(fusedPTX)
+	if err != nil {
+		return nil, err
+	}
+	qm, err := load(mmqPTX)
 	if err != nil {
 		return nil, err
 	}
@@ -146,13 +163,27 @@ func loadKernels() (*kernels, error) {
 				return nil, err
 			}
 		}
+		if mmqTypes[t] {
+			for _, p := range []struct {
+				k    *kernel
+				name string
+			}{{&tk.mmq, "mmq_"}, {&tk.mmq64, "mmq64_"}, {&tk.mmq32, "mmq32_"}} {
+				if *p.k, err = get(qm, p.name+n); err != nil {
+					return nil, err
+				}
+				if err := allowShared(*p.k, mmtSharedMax); err != nil {
+					return nil, err
+				}
+			}
+			tk.hasMMQ = true
+		}
 		k.byType[t] = &tk
 	}
 	for _, p := range []struct {
 		k    *kernel
 		m    module
 		name string
-	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.attentionT2, am, "attention_t2"}, {&k.attentionT4, am, "attention_t4"}, {&k.fattnD64, am, "fattn_d64"}, {&k.fattnD128, am, "fattn_d128"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}, {&k.mmtSum, mm, "mmt_sum"}, {&k.toF16, mm, "to_f16"}} {
+	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.attentionT2, am, "attention_t2"}, {&k.attentionT4, am, "attention_t4"}, {&k.fattnD64, am, "fattn_d64"}, {&k.fattnD128, am, "fattn_d128"}, {&k.kvAppend, om, "kv_append"}, {&k.ropeKV, fm, "rope_kv"}, {&k.mmtSum, mm, "mmt_sum"}, {&k.toF16, mm, "to_f16"}, {&k.mmqQuant, qm, "mmq_quant"}} {
 		if *p.k, err = get(p.m, p.name); err != nil {
 			return nil, err
 		}

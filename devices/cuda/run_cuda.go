@@ -321,39 +321,93 @@ const mmtStages = 3
 // of 64 rows (kernels/matmul.cu).
 func mmtShared(nk, rs int) int { return 2*64*40*2 + mmtStages*nk*40*2 + 2*64*rs }
 
-// launchMMT runs a prefill mat-mul on tensor cores (f16 inputs, f32 sums):
-// the activations are rounded to f16 once (to_f16), then multiplied in tiles
-// of 64 rows × 128, 64 or 32 tokens (the widest that leaves mmtTiles tiles),
-// split along k into slices summed by mmt_sum where the tiles are fewer
-// than mmtBlocks/2.
+// useMMQ runs the prefill mat-muls of mmqTypes on 8-bit tensor cores
+// (HYBRID_CUDA_MMQ=1). It is off by default: on an H100 the 8-bit kernel
+// measured 0.7-1.1× the f16 one (TestPrefillMatMul; bench/RESULTS.md), both
+// bound by the latency of their per-step work at two to three blocks a
+// multiprocessor rather than by the tensor cores (ncu: 9-18% of the tensor
+// pipes busy), and its per-block scaling of every product costs it what
+// the 8-bit rate saves.
+var useMMQ = os.Getenv("HYBRID_CUDA_MMQ") == "1"
+
+// mmqShared returns an mmq block's dynamic shared memory (kernels/mmq.cu):
+// two stages of 64 decoded rows of 64 columns (80 bytes with padding) and
+// their two blocks' scales (16 bytes a row), mmtStages of nk tokens the
+// same, and two chunks of 64 rows.
+func mmqShared(nk, rs int) int { return 2*64*(80+16) + mmtStages*nk*(80+16) + 2*64*rs }
+
+// mmqStep is the columns an mmq block multiplies between two barriers (KT
+// in kernels/mmq.cu): a mat-mul whose rows are not a whole number of them
+// runs mmt.
+const mmqStep = 64
+
+// onMMQ reports whether a prefill mat-mul of w runs on 8-bit tensor cores.
+func onMMQ(tk *typed, cols int) bool { return useMMQ && tk.hasMMQ && cols%mmqStep == 0 }
+
+// mmqPad is the multiple of tokens mmq's quantized activations are padded
+// to: the widest tile, so that no tile reads past them.
+const mmqPad = 128
+
+// launchMMT runs a prefill mat-mul on tensor cores: on f16 inputs (the
+// activations rounded once by to_f16), f32 sums; or with useMMQ, for the
+// types of mmqTypes, on 8-bit inputs (the activations quantized once by
+// mmq_quant, s32 sums scaled per block). Tiles are of 64 rows × 128, 64 or
+// 32 tokens (the widest that leaves mmtTiles tiles), split along k into
+// slices summed by mmt_sum where the tiles are fewer than mmtBlocks/2.
 func (d *Device) launchMMT(tk *typed, w *weight, x, out *Buffer, rows, cols, n int) error {
 	tilesOf := func(nk int) int { return (rows + 63) / 64 * ((n + nk - 1) / nk) }
-	// Warps take 32 rows × 64 tokens in the 128-token tiles, 32 × 32 in
-	// the others.
-	k, nk, threads := tk.mmt, 128, 128
+	q8 := onMMQ(tk, cols)
+	// Warps take 32 rows × 32 tokens: eight of them in a 128-token tile,
+	// four in a 64-token one, two in a 32-token one.
+	k, nk, threads := tk.mmt, 128, 256
+	if q8 {
+		k = tk.mmq
+	}
 	switch {
 	case tilesOf(128) >= mmtTiles:
 	case tilesOf(64) >= mmtTiles:
-		k, nk = tk.mmt64, 64
+		k, nk, threads = tk.mmt64, 64, 128
+		if q8 {
+			k = tk.mmq64
+		}
 	default:
 		k, nk, threads = tk.mmt32, 32, 64
+		if q8 {
+			k = tk.mmq32
+		}
 	}
 	cb, err := quant.RowBytes(w.typ, mmtChunk)
 	if err != nil {
 		return err
 	}
 	rs := (cb + 6 + 15) / 16 * 16 // a chunk row copied from its start rounded down to 4, in whole words
-	if shm := mmtShared(nk, rs); shm > mmtSharedMax {
+	shm := mmtShared(nk, rs)
+	if q8 {
+		shm = mmqShared(nk, rs)
+	}
+	if shm > mmtSharedMax {
 		return fmt.Errorf("prefill mat-mul of %s needs %d bytes of shared memory, more than %d", w.typ, shm, mmtSharedMax)
 	}
 	total := int64(n) * int64(cols)
-	if need := 2 * total; need > d.nmmtX {
+	npad := (n + mmqPad - 1) / mmqPad * mmqPad
+	need := 2 * total
+	if q8 {
+		need = int64(npad)*int64(cols) + int64(npad)*int64(cols/32)*8
+	}
+	if need > d.nmmtX {
 		if err := d.regrow(&d.mmtX, need); err != nil {
 			return err
 		}
 		d.nmmtX = need
 	}
-	if err := launch(d.k.toF16, int((total/4+255)/256), 1, 256, d.args().ptr(uintptr(x.ptr)).ptr(uintptr(d.mmtX)).i64(total)); err != nil {
+	xd := uintptr(d.mmtX) + uintptr(npad)*uintptr(cols) // the blocks' scales, after the 8-bit rows
+	if q8 {
+		groups := int64(npad) * int64(cols/32) * 8
+		err = launch(d.k.mmqQuant, int((groups+255)/256), 1, 256, d.args().ptr(uintptr(x.ptr)).ptr(uintptr(d.mmtX)).ptr(xd).i32(n).i32(npad).i32(cols))
+	} else {
+		err = launch(d.k.toF16, int((total/4+255)/256), 1, 256, d.args().ptr(uintptr(x.ptr)).ptr(uintptr(d.mmtX)).i64(total))
+	}
+	if err != nil {
 		return err
 	}
 	tt := (n + nk - 1) / nk
@@ -381,8 +435,12 @@ func (d *Device) launchMMT(tk *typed, w *weight, x, out *Buffer, rows, cols, n i
 		}
 		y = uintptr(d.mmtP)
 	}
-	a := d.args().ptr(uintptr(w.ptr)).i64(int64(w.rowBytes)).i32(cb).i32(rs).ptr(uintptr(d.mmtX)).ptr(y).i32(rows).i32(cols).i32(n).i32(ks).i32(tt)
-	if err := launchShared(k, (rows+63)/64, tt*s, threads, mmtShared(nk, rs), a); err != nil || s == 1 {
+	a := d.args().ptr(uintptr(w.ptr)).i64(int64(w.rowBytes)).i32(cb).i32(rs).ptr(uintptr(d.mmtX))
+	if q8 {
+		a = a.ptr(xd).i32(npad)
+	}
+	a = a.ptr(y).i32(rows).i32(cols).i32(n).i32(ks).i32(tt)
+	if err := launchShared(k, (rows+63)/64, tt*s, threads, shm, a); err != nil || s == 1 {
 		return err
 	}
 	outs := int64(n) * int64(rows)

@@ -15,6 +15,7 @@
 // the batched version re-reads weights from L2 per 8 tokens and is far from
 // the FLOP rate of tensor cores, which mmt below uses.
 #include "common.cuh"
+#include "tc.cuh"
 
 template <int T, int NT>
 __device__ __forceinline__ void matmul(const uint8_t *W, long long rowBytes, const float *X, float *Y, int rows, int cols, int n) {
@@ -76,8 +77,13 @@ FOR_TYPES(MATMUL)
 // and rounded to f16, activations already rounded to f16 by to_f16, f32
 // sums. A block computes a tile of MT = 64 weight rows × NK tokens (128,
 // 64, or 32 where more would leave most of the GPU without a tile), each
-// warp a corner of 32 rows × WT tokens, stepping k by KT = 32 (one block of
-// the 32-element types; an eighth of a K-quant super-block).
+// warp a corner of 32 rows × WT = 32 tokens (eight warps in a 128-token
+// tile), stepping k by KT = 32 (one block of the 32-element types; an
+// eighth of a K-quant super-block). The kernel is bound by the latency of
+// its steps, not by the tensor cores (ncu, Q4_K 4096×4096 at 512 tokens:
+// 18% of the tensor pipe busy, two blocks a multiprocessor): eight warps of
+// 32 × 32 in place of four of 32 × 64 in the 128-token tiles measured 157
+// -> 131 µs there and Llama-7B Q4_K_M's pp512 7.9k -> 8.9k tok/s.
 //
 // Everything a step reads from device memory arrives by cp.async, ahead of
 // use: the tile's weight bytes a chunk of CH = 256 columns at a time (one
@@ -106,36 +112,6 @@ FOR_TYPES(MATMUL)
 #define CH 256 // k per chunk of weight bytes
 #define KP 40  // padded row of a shared tile, in halves: ldmatrix's eight rows of 80 bytes hit 32 distinct banks
 #define AHEAD 2 // steps the activations are copied ahead (at most 7: a chunk's bytes are waited for with the step 7 after their copy's)
-
-__device__ __forceinline__ void mma_f16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-	             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t *r, uint32_t addr) {
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-// cp_async16 copies 16 bytes, or writes 16 zeros where n is 0.
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, int n) {
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(n));
-}
-
-__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
-	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst)), "l"(src));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// cp_async_wait waits until at most n of this thread's groups are pending.
-template <int n> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(n)); }
-
-__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
-	__half2 h = __floats2half2_rn(lo, hi);
-	return *(uint32_t *)&h;
-}
 
 // mmt's dynamic shared memory: two stages of decoded weights (MT·KP halves
 // each), AHEAD+1 of activations (NK·KP halves), and two chunks of weight
@@ -287,9 +263,9 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 }
 
 #define MMT(id, name)                                                                                                           \
-	extern "C" __global__ void __launch_bounds__(128) mmt_##name(const uint8_t *W, long long rb, int cb, int rs, const half *X, float *Y, \
+	extern "C" __global__ void __launch_bounds__(256) mmt_##name(const uint8_t *W, long long rb, int cb, int rs, const half *X, float *Y, \
 	                                                             int rows, int cols, int n, int ks, int tt) {                       \
-		mmt<128, 64, id>(W, rb, cb, rs, X, Y, rows, cols, n, ks, tt);                                                              \
+		mmt<128, 32, id>(W, rb, cb, rs, X, Y, rows, cols, n, ks, tt);                                                              \
 	}                                                                                                                               \
 	extern "C" __global__ void __launch_bounds__(128) mmt64_##name(const uint8_t *W, long long rb, int cb, int rs, const half *X,      \
 	                                                               float *Y, int rows, int cols, int n, int ks, int tt) {           \

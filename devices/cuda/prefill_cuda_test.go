@@ -1,0 +1,89 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"hybrid/ops"
+	"hybrid/quant"
+	"hybrid/verify"
+)
+
+// TestPrefillMatMul times a prompt's mat-mul (launchMMT) at TinyLlama's and
+// Llama-7B's layer shapes and 512 tokens, on 8-bit tensor cores (mmq) and
+// on f16 ones (mmt), alternated over several rounds, with the GPU's time
+// taken by events. It logs µs per mat-mul and the rate in TFLOP/s
+// (2·rows·cols·tokens), and asserts nothing beyond the products being
+// computed (TestMatMul checks them).
+func TestPrefillMatMul(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing")
+	}
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(31, 32))
+	const n = 512
+	shapes := []struct{ rows, cols int }{{2048, 2048}, {5632, 2048}, {2048, 5632}, {4096, 4096}, {11008, 4096}, {4096, 11008}}
+	only := os.Getenv("HYBRID_PREFILL_ONLY") // "Q4_K 4096x4096": one type and shape
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+		for _, sh := range shapes {
+			if only != "" && only != fmt.Sprintf("%s %dx%d", typ, sh.rows, sh.cols) {
+				continue
+			}
+			data, _ := quantized(t, r, typ, sh.rows, sh.cols)
+			w := &ops.Weight{Name: fmt.Sprintf("pf.%s.%dx%d", typ, sh.rows, sh.cols), Type: typ, Rows: sh.rows, Cols: sh.cols}
+			if err := g.LoadWeight(w, data); err != nil {
+				t.Fatal(err)
+			}
+			x, err := g.Alloc(n * sh.cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Write(x, verify.RandVec(r, n*sh.cols))
+			y, err := g.Alloc(n * sh.rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			op := &ops.Op{Kind: ops.MatMul, Name: "pf", Weight: w}
+			timeOne := func(f16 bool) time.Duration {
+				defer func(v bool) { useMMQ = v }(useMMQ)
+				useMMQ = !f16
+				var el time.Duration
+				err := g.do(func() error {
+					run := func() error { return g.run(op, ops.Step{}, g.weights[w.Name], []*Buffer{x.(*Buffer)}, y.(*Buffer)) }
+					if err := run(); err != nil {
+						return err
+					}
+					var err error
+					el, err = timeOnGPU(func() error {
+						for range 20 {
+							if err := run(); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return el / 20
+			}
+			var q8, f16 time.Duration
+			for range 3 {
+				q8 += timeOne(false)
+				f16 += timeOne(true)
+			}
+			flop := 2 * float64(sh.rows) * float64(sh.cols) * n
+			t.Logf("PREFILL %-5s %5dx%-5d n=%d: 8-bit %7.1f µs (%5.1f TFLOP/s), f16 %7.1f µs (%5.1f TFLOP/s), %.2f×", typ, sh.rows, sh.cols, n,
+				q8.Seconds()/3*1e6, flop/(q8.Seconds()/3)/1e12, f16.Seconds()/3*1e6, flop/(f16.Seconds()/3)/1e12, f16.Seconds()/q8.Seconds())
+			g.Free(x)
+			g.Free(y)
+		}
+	}
+}
