@@ -63,6 +63,7 @@ func chunk(t quant.Type) int {
 type typed struct {
 	matvec, matmul8, embed kernel
 	mmt, mmt64, mmt32      kernel // tensor-core prefill mat-mul, 128-, 64- and 32-token tiles (kernels/matmul.cu)
+	mmt4w                  kernel // Q4_0's 128-token tiles, with four warps (mmt4w_q4_0); zero for the other types
 	mmq, mmq64, mmq32      kernel // the same on 8-bit inputs (kernels/mmq.cu), for mmqTypes only
 	hasMMQ                 bool
 	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
@@ -160,6 +161,14 @@ func loadKernels() (*kernels, error) {
 		}
 		for _, m := range []kernel{tk.mmt, tk.mmt64, tk.mmt32} {
 			if err := allowShared(m, mmtSharedMax); err != nil {
+				return nil, err
+			}
+		}
+		if t == quant.Q4_0 {
+			if tk.mmt4w, err = get(mm, "mmt4w_q4_0"); err != nil {
+				return nil, err
+			}
+			if err := allowShared(tk.mmt4w, mmtSharedMax); err != nil {
 				return nil, err
 			}
 		}

@@ -358,10 +358,14 @@ func (d *Device) launchMMT(tk *typed, w *weight, x, out *Buffer, rows, cols, n i
 	tilesOf := func(nk int) int { return (rows + 63) / 64 * ((n + nk - 1) / nk) }
 	q8 := onMMQ(tk, cols)
 	// Warps take 32 rows × 32 tokens: eight of them in a 128-token tile,
-	// four in a 64-token one, two in a 32-token one.
+	// four in a 64-token one, two in a 32-token one; Q4_0's 128-token tiles
+	// take four warps of 32 × 64 (mmt4w).
 	k, nk, threads := tk.mmt, 128, 256
-	if q8 {
+	switch {
+	case q8:
 		k = tk.mmq
+	case tk.mmt4w.fn != nil:
+		k, threads = tk.mmt4w, 128
 	}
 	switch {
 	case tilesOf(128) >= mmtTiles:
