@@ -337,7 +337,7 @@ var useMMQ = os.Getenv("HYBRID_CUDA_MMQ") == "1"
 func mmqShared(nk, rs int) int { return 2*64*(80+16) + mmtStages*nk*(80+16) + 2*64*rs }
 
 // mmqStep is the columns an mmq block multiplies between two barriers (KT
-// in kernels/mmq.cu): a mat-mul whose rows are not a whole number of them
+// in kernels/mmq.cu): a mat-mul whose row length is not a multiple of it
 // runs mmt.
 const mmqStep = 64
 
