@@ -286,9 +286,8 @@ FOR_TYPES(MMT)
 // as all types ran them before: Q4_0's cheap decode leaves its steps less to
 // hide, and measured 5-7% slower with eight warps (TestPrefillMatMul: 5632 ×
 // 2048 86.8-87.6 against 92.8 µs, 11008 × 4096 324.8-328.1 against 341.2).
-extern "C" __global__ void __launch_bounds__(128) mmt4w_q4_0(const uint8_t *W, long long rb, int cb, int rs, const half *X, float *Y, int rows,
-                                                           int cols, int n, int ks, int tt) {
-	mmt<128, 64, T_Q4_0>(W, rb, cb, rs, X, Y, rows, cols, n, ks, tt);
+extern "C" __global__ void __launch_bounds__(128) mmt4w_q4_0(MMT_PARAMS) {
+	MMT_PICK mmt<128, 64, T_Q4_0>(W, rb, cb, rs, X, Y, rows, r0, cols, n, ks, tt);
 }
 
 // to_f16 rounds n floats (a multiple of 4) to f16, a prefill mat-mul's
