@@ -342,7 +342,7 @@ func mmqShared(nk, rs int) int { return 2*64*(80+16) + mmtStages*nk*(80+16) + 2*
 const mmqStep = 64
 
 // onMMQ reports whether a prefill mat-mul of w runs on 8-bit tensor cores.
-func onMMQ(tk *typed, cols int) bool { return useMMQ && tk.hasMMQ && cols%mmqStep == 0 }
+func onMMQ(tk *typed, cols int) bool { return useMMQ && tk.mmq.fn != nil && cols%mmqStep == 0 }
 
 // mmqPad is the multiple of tokens mmq's quantized activations are padded
 // to: the widest tile, so that no tile reads past them.
