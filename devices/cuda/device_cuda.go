@@ -17,6 +17,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"hybrid/devices"
@@ -296,7 +297,13 @@ func (d *Device) do(f func() error) error {
 	d.work <- item{f: func() error {
 		var qerr error
 		if len(q) > 0 {
+			t0 := time.Now()
 			qerr = d.flush(q)
+			if debugGraph {
+				d.stats.queue += t0.Sub(d.stats.queued)
+				d.stats.flush += time.Since(t0)
+				d.stats.flushes++
+			}
 		}
 		return errors.Join(qerr, f())
 	}}
@@ -758,6 +765,13 @@ func (d *Device) Close() error {
 		}
 		if debugGraph {
 			fmt.Fprintf(os.Stderr, "cuda: %s: batches: %d graph replays, %d captures, %d failed captures (%v), %d eager; launched %d fused units and %d ops alone\n", d.name, d.stats.replays, d.stats.captures, d.stats.failed, d.stats.lastErr, d.stats.eager, d.stats.fused, d.stats.alone)
+			st := &d.stats
+			st.replayGPU.collect()
+			if st.replayGPU.n > 0 && st.flushes > 0 {
+				fmt.Fprintf(os.Stderr, "cuda: %s: %d replays took %v each on the GPU; %d flushes: %v from a batch's first Run to its flush, %v in the flush, each\n",
+					d.name, st.replayGPU.n, st.replayGPU.total/time.Duration(st.replayGPU.n), st.flushes, st.queue/time.Duration(st.flushes), st.flush/time.Duration(st.flushes))
+			}
+			st.replayGPU.free()
 		}
 		d.freeGraphs()
 		synchronize()

@@ -64,8 +64,7 @@ type typed struct {
 	matvec, matmul8, embed kernel
 	mmt, mmt64, mmt32      kernel // tensor-core prefill mat-mul, 128-, 64- and 32-token tiles (kernels/matmul.cu)
 	mmt4w                  kernel // Q4_0's 128-token tiles, with four warps (mmt4w_q4_0); zero for the other types
-	mmq, mmq64, mmq32      kernel // the same on 8-bit inputs (kernels/mmq.cu), for mmqTypes only
-	hasMMQ                 bool
+	mmq, mmq64, mmq32      kernel // the same on 8-bit inputs (kernels/mmq.cu), for mmqTypes only; zero for the others
 	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
 	mvb, xq                kernel // mat-vecs of several rows on 8-bit activations, and their quantization (kernels/fused.cu)
 }
@@ -184,7 +183,6 @@ func loadKernels() (*kernels, error) {
 					return nil, err
 				}
 			}
-			tk.hasMMQ = true
 		}
 		k.byType[t] = &tk
 	}

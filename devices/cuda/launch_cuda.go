@@ -58,6 +58,7 @@ static CUresult hy_event_pair(CUevent *a, CUevent *b) {
 	return cuEventCreate(b, CU_EVENT_DEFAULT);
 }
 static CUresult hy_record(CUevent e) { return cuEventRecord(e, 0); }
+static CUresult hy_elapsed_on(CUevent a, CUevent b, float *ms) { return cuEventElapsedTime(ms, a, b); }
 static CUresult hy_elapsed(CUevent a, CUevent b, float *ms) {
 	CUresult r = cuEventSynchronize(b);
 	if (r) return r;
@@ -268,6 +269,53 @@ func hostAlloc(n int) (unsafe.Pointer, error) {
 func hostFree(p unsafe.Pointer) {
 	if p != nil {
 		C.hy_host_free(p)
+	}
+}
+
+// replayTimer times graph replays on the GPU for HYBRID_CUDA_DEBUG: an event
+// pair recorded around each replay, read (after the work is done) before
+// the next one is recorded.
+type replayTimer struct {
+	a, b    C.CUevent
+	pending bool
+	n       int
+	total   time.Duration
+}
+
+func (t *replayTimer) start(s stream) {
+	if t.a == nil {
+		if r := C.hy_event_pair(&t.a, &t.b); r != 0 {
+			return
+		}
+	}
+	t.collect()
+	C.hy_record_on(t.a, s.s)
+}
+
+func (t *replayTimer) stop(s stream) {
+	if t.a != nil {
+		C.hy_record_on(t.b, s.s)
+		t.pending = true
+	}
+}
+
+// collect adds the last replay's time (waiting for it).
+func (t *replayTimer) collect() {
+	if !t.pending {
+		return
+	}
+	t.pending = false
+	var ms C.float
+	if C.hy_event_sync(t.b) == 0 && C.hy_elapsed_on(t.a, t.b, &ms) == 0 {
+		t.n++
+		t.total += time.Duration(float64(ms) * 1e6)
+	}
+}
+
+func (t *replayTimer) free() {
+	if t.a != nil {
+		C.hy_event_free(t.a, t.b)
+		t.a, t.b = nil, nil
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"hybrid/devices"
@@ -74,6 +75,9 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 		}
 		st.Rows = slices.Clone(st.Rows) // the caller may reuse its slice before the op runs
 	}
+	if debugGraph && len(d.queue) == 0 {
+		d.stats.queued = time.Now()
+	}
 	d.queue = append(d.queue, pending{op: op, st: st, w: w, ins: ins, n: len(in), out: ob})
 	return nil
 }
@@ -100,6 +104,12 @@ type graphStats struct {
 	replays, captures, failed, eager int
 	fused, alone                     int // units launched by capture or eagerly: fused, and single ops
 	lastErr                          error
+	// With HYBRID_CUDA_DEBUG=1: replays' GPU time, and the host's time
+	// from a batch's first Run to its flush, and in the flush.
+	replayGPU    replayTimer
+	queued       time.Time
+	queue, flush time.Duration
+	flushes      int
 }
 
 // minGraph is the fewest ops of a batch worth capturing as a graph.
@@ -174,6 +184,10 @@ func (d *Device) runBatch(b []pending) error {
 	key := d.sig(b)
 	if g := d.graphs[string(key)]; g != nil {
 		d.stats.replays++
+		if debugGraph {
+			d.stats.replayGPU.start(d.stream)
+			defer d.stats.replayGPU.stop(d.stream)
+		}
 		return g.launch(d.stream)
 	}
 	if len(b) >= minGraph && d.seen[string(key)] && !noGraphs {
@@ -342,7 +356,7 @@ func mmqShared(nk, rs int) int { return 2*64*(80+16) + mmtStages*nk*(80+16) + 2*
 const mmqStep = 64
 
 // onMMQ reports whether a prefill mat-mul of w runs on 8-bit tensor cores.
-func onMMQ(tk *typed, cols int) bool { return useMMQ && tk.hasMMQ && cols%mmqStep == 0 }
+func onMMQ(tk *typed, cols int) bool { return useMMQ && tk.mmq.fn != nil && cols%mmqStep == 0 }
 
 // mmqPad is the multiple of tokens mmq's quantized activations are padded
 // to: the widest tile, so that no tile reads past them.
