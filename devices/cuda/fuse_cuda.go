@@ -30,7 +30,8 @@ import (
 // queued back to back, and only where no output overlaps an input. Steps of
 // 2..mmtMin-1 tokens (a batched decode step of several sequences, or a short
 // prompt) fuse only MatMul{1,3} of one input: its rows quantized once, then
-// one mvb launch for the (up to) three weights.
+// one mvb launch for the (up to) three weights; steps of more (a prompt)
+// fuse MatMul{2,3} of one input into one tensor-core launch (launchMMT).
 // HYBRID_CUDA_FUSE=0 turns it off.
 
 var noFuse = os.Getenv("HYBRID_CUDA_FUSE") == "0"
@@ -66,6 +67,7 @@ const (
 	fuseAdd                // [RMSNorm] MatMul Add
 	fuseRope               // RoPE RoPE Attention
 	fuseMVB                // MatMul×1..3 of one input of several rows (a batch under mmtMin)
+	fuseMMT                // MatMul×1..3 of one input of mmtMin rows or more (a prompt): one tensor-core launch
 )
 
 // The fused mat-vec kernel's modes (MV_* in kernels/fused.cu).
@@ -107,6 +109,9 @@ func (d *Device) match(q []pending) unit {
 	}
 	if n := len(q[0].st.Tokens); n > 1 && n < mmtMin {
 		return matchMVB(q)
+	}
+	if len(q[0].st.Tokens) >= mmtMin {
+		return matchMMT(q)
 	}
 	if len(q[0].st.Tokens) != 1 || q[0].st.Rows != nil {
 		return one
@@ -181,6 +186,35 @@ func matchMVB(q []pending) unit {
 		return one
 	}
 	u := unit{kind: fuseMVB, ops: q[:i]}
+	if !disjoint(u) {
+		return one
+	}
+	return u
+}
+
+// matchMMT matches a prompt's mat-muls of one input by weights of one type
+// and row length on the tensor cores, at most three (a layer's q, k and v;
+// gate and up): the input rounded to f16 once and one launch of mmt, whose
+// tiles take the weights one after another (launchMMT).
+func matchMMT(q []pending) unit {
+	one := unit{kind: single, ops: q[:1]}
+	p0 := q[0]
+	if p0.op.Kind != ops.MatMul || p0.n != 1 || p0.w == nil || p0.w.typ == quant.F32 || p0.w.w.Cols%32 != 0 {
+		return one
+	}
+	n := len(p0.st.Tokens)
+	i := 0
+	for ; i < len(q) && i < 3; i++ {
+		p := q[i]
+		if p.op.Kind != ops.MatMul || p.n != 1 || !same(p.ins[0], p0.ins[0]) || p.w == nil || p.w.typ != p0.w.typ ||
+			p.w.w.Cols != p0.w.w.Cols || p.ins[0].n != n*p.w.w.Cols || p.out.n < n*p.w.w.Rows {
+			break
+		}
+	}
+	if i < 2 {
+		return one
+	}
+	u := unit{kind: fuseMMT, ops: q[:i]}
 	if !disjoint(u) {
 		return one
 	}
@@ -271,12 +305,19 @@ func (d *Device) runUnit(u unit) error {
 			return opErr(u.ops[2], err)
 		}
 		return nil
-	case fuseMVB:
+	case fuseMVB, fuseMMT:
 		var ws [3]mvWeight
 		for j, p := range u.ops {
 			ws[j] = mvWeight{p.w, p.out}
 		}
-		if err := d.launchMVB(u.ops[0].ins[0], len(u.ops[0].st.Tokens), ws[:len(u.ops)]); err != nil {
+		x, n := u.ops[0].ins[0], len(u.ops[0].st.Tokens)
+		var err error
+		if u.kind == fuseMVB {
+			err = d.launchMVB(x, n, ws[:len(u.ops)])
+		} else {
+			err = d.launchMMT(d.k.byType[ws[0].w.typ], ws[:len(u.ops)], x, n)
+		}
+		if err != nil {
 			return opErr(u.ops[0], err)
 		}
 		return nil

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -96,6 +97,77 @@ func TestPrefillMatMul(t *testing.T) {
 				q8.Seconds()/3*1e6, flop/(q8.Seconds()/3)/1e12, f16.Seconds()/3*1e6, flop/(f16.Seconds()/3)/1e12, f16.Seconds()/q8.Seconds())
 			g.Free(x)
 			g.Free(y)
+		}
+	}
+}
+
+// TestFusedMatMuls checks one tensor-core launch of up to three weights of
+// one input (launchMMT, a prompt's fuseMMT unit) against each weight's own
+// launch: the same tiles and sums, so the products agree to within the
+// order of the sums (a lone launch of few tiles is split along k).
+func TestFusedMatMuls(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(41, 42))
+	for _, c := range []struct {
+		typ  quant.Type
+		rows []int
+		cols int
+		n    int
+	}{
+		{quant.Q4_0, []int{288, 288, 288}, 288, 200},
+		{quant.Q4_K, []int{2048, 256, 256}, 2048, 512},
+		{quant.Q8_0, []int{300, 100}, 800, 77},
+		{quant.F16, []int{288, 288, 288}, 288, 200},
+	} {
+		var ws []mvWeight
+		var singles []*Buffer
+		x, err := g.Alloc(c.n * c.cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Write(x, verify.RandVec(r, c.n*c.cols))
+		for j, rows := range c.rows {
+			data, _ := quantized(t, r, c.typ, rows, c.cols)
+			w := &ops.Weight{Name: fmt.Sprintf("fm.%s.%d.%d", c.typ, rows, j), Type: c.typ, Rows: rows, Cols: c.cols}
+			if err := g.LoadWeight(w, data); err != nil {
+				t.Fatal(err)
+			}
+			y, _ := g.Alloc(c.n * rows)
+			y1, _ := g.Alloc(c.n * rows)
+			ws = append(ws, mvWeight{g.weights[w.Name], y.(*Buffer)})
+			singles = append(singles, y1.(*Buffer))
+		}
+		err = g.do(func() error {
+			if err := g.launchMMT(g.k.byType[c.typ], ws, x.(*Buffer), c.n); err != nil {
+				return err
+			}
+			for j, m := range ws {
+				if err := g.launchMMT(g.k.byType[c.typ], []mvWeight{{m.w, singles[j]}}, x.(*Buffer), c.n); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range ws {
+			fused, alone := make([]float32, c.n*c.rows[j]), make([]float32, c.n*c.rows[j])
+			if err := g.Read(fused, ws[j].y); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Read(alone, singles[j]); err != nil {
+				t.Fatal(err)
+			}
+			var d, m float64
+			for i := range fused {
+				d = max(d, math.Abs(float64(fused[i]-alone[i])))
+				m = max(m, math.Abs(float64(alone[i])))
+			}
+			if d > 1e-5*m {
+				t.Fatalf("%s %v×%d n=%d: weight %d fused differs from alone by %.3g of max|y| %.3g", c.typ, c.rows, c.cols, c.n, j, d/m, m)
+			}
+			t.Logf("%s %v×%d n=%d: weight %d fused vs alone %.2g of max|y|", c.typ, c.rows, c.cols, c.n, j, d/m)
 		}
 	}
 }

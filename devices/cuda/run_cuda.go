@@ -362,14 +362,32 @@ func onMMQ(tk *typed, cols int) bool { return useMMQ && tk.mmq.fn != nil && cols
 // to: the widest tile, so that no tile reads past them.
 const mmqPad = 128
 
-// launchMMT runs a prefill mat-mul on tensor cores: on f16 inputs (the
-// activations rounded once by to_f16), f32 sums; or with useMMQ, for the
-// types of mmqTypes, on 8-bit inputs (the activations quantized once by
-// mmq_quant, s32 sums scaled per block). Tiles are of 64 rows × 128, 64 or
-// 32 tokens (the widest that leaves mmtTiles tiles), split along k into
+// launchMMT runs a prefill mat-mul on tensor cores: x (n rows) times up to
+// three weights of one type and row length (a layer's q, k and v; gate and
+// up: fuseMMT), each into its y, in one launch whose 64-row tiles take the
+// weights one after another. On f16 inputs (the activations rounded once
+// by to_f16), f32 sums; or with useMMQ, for the types of mmqTypes, on 8-bit
+// inputs (the activations quantized once by mmq_quant, s32 sums scaled per
+// block). Tiles are of 64 rows × 128, 64 or 32 tokens (the widest that
+// leaves mmtTiles tiles); a launch of one weight is split along k into
 // slices summed by mmt_sum where the tiles are fewer than mmtBlocks/2.
-func (d *Device) launchMMT(tk *typed, w *weight, x, out *Buffer, rows, cols, n int) error {
-	tilesOf := func(nk int) int { return (rows + 63) / 64 * ((n + nk - 1) / nk) }
+func (d *Device) launchMMT(tk *typed, ws []mvWeight, x *Buffer, n int) error {
+	w := ws[0].w
+	cols := w.w.Cols
+	var wp, yp [3]uintptr
+	var rows [3]int
+	rowTiles := 0
+	for j, m := range ws {
+		if m.y.n < n*m.w.w.Rows {
+			return fmt.Errorf("output of %d elements, want %d×%d", m.y.n, n, m.w.w.Rows)
+		}
+		wp[j], yp[j], rows[j] = uintptr(m.w.ptr), uintptr(m.y.ptr), m.w.w.Rows
+		rowTiles += (rows[j] + 63) / 64
+	}
+	if x.n < n*cols {
+		return fmt.Errorf("input of %d elements, want %d×%d", x.n, n, cols)
+	}
+	tilesOf := func(nk int) int { return rowTiles * ((n + nk - 1) / nk) }
 	q8 := onMMQ(tk, cols)
 	// Warps take 32 rows × 32 tokens: eight of them in a 128-token tile,
 	// four in a 64-token one, two in a 32-token one; Q4_0's 128-token tiles
@@ -432,9 +450,9 @@ func (d *Device) launchMMT(tk *typed, w *weight, x, out *Buffer, rows, cols, n i
 	tiles := tilesOf(nk)
 	chunks := (cols + mmtChunk - 1) / mmtChunk
 	s, ks := 1, chunks*mmtChunk
-	if tiles < mmtBlocks/2 {
+	if tiles < mmtBlocks/2 && len(ws) == 1 {
 		s = min((mmtBlocks+tiles-1)/tiles, chunks, mmtSlices)
-		if one := int64(n) * int64(rows) * 4; mmtPartialMax > 0 && int64(s)*one > mmtPartialMax {
+		if one := int64(n) * int64(rows[0]) * 4; mmtPartialMax > 0 && int64(s)*one > mmtPartialMax {
 			s = max(int(mmtPartialMax/one), 1)
 		}
 	}
@@ -442,27 +460,26 @@ func (d *Device) launchMMT(tk *typed, w *weight, x, out *Buffer, rows, cols, n i
 		ks = (chunks + s - 1) / s * mmtChunk
 		s = (cols + ks - 1) / ks
 	}
-	y := uintptr(out.ptr)
 	if s > 1 {
-		need := int64(s) * int64(n) * int64(rows) * 4
+		need := int64(s) * int64(n) * int64(rows[0]) * 4
 		if need > d.nmmtP {
 			if err := d.regrow(&d.mmtP, need); err != nil {
 				return err
 			}
 			d.nmmtP = need
 		}
-		y = uintptr(d.mmtP)
+		yp[0] = uintptr(d.mmtP)
 	}
-	a := d.args().ptr(uintptr(w.ptr)).i64(int64(w.rowBytes)).i32(cb).i32(rs).ptr(uintptr(d.mmtX))
+	a := d.args().ptr(wp[0]).ptr(wp[1]).ptr(wp[2]).i64(int64(w.rowBytes)).i32(cb).i32(rs).ptr(uintptr(d.mmtX))
 	if q8 {
 		a = a.ptr(xd).i32(npad)
 	}
-	a = a.ptr(y).i32(rows).i32(cols).i32(n).i32(ks).i32(tt)
-	if err := launchShared(k, (rows+63)/64, tt*s, threads, shm, a); err != nil || s == 1 {
+	a = a.ptr(yp[0]).ptr(yp[1]).ptr(yp[2]).i32(rows[0]).i32(rows[1]).i32(rows[2]).i32(cols).i32(n).i32(ks).i32(tt)
+	if err := launchShared(k, rowTiles, tt*s, threads, shm, a); err != nil || s == 1 {
 		return err
 	}
-	outs := int64(n) * int64(rows)
-	return launch(d.k.mmtSum, int((outs+255)/256), 1, 256, d.args().ptr(uintptr(d.mmtP)).ptr(uintptr(out.ptr)).i64(outs).i32(s))
+	outs := int64(n) * int64(rows[0])
+	return launch(d.k.mmtSum, int((outs+255)/256), 1, 256, d.args().ptr(uintptr(d.mmtP)).ptr(uintptr(ws[0].y.ptr)).i64(outs).i32(s))
 }
 
 // run launches op (device thread only).
@@ -516,7 +533,7 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 			return launch(tk.matvec, (rows+warps-1)/warps, 1, 32*warps, a)
 		}
 		if n >= mmtMin && w.typ != quant.F32 && cols%32 == 0 {
-			return d.launchMMT(tk, w, in[0], out, rows, cols, n)
+			return d.launchMMT(tk, []mvWeight{{w, out}}, in[0], n)
 		}
 		return launch(tk.matmul8, (rows+warps-1)/warps, (n+7)/8, 32*warps, a)
 	case ops.RoPE:

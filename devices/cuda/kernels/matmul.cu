@@ -117,8 +117,8 @@ FOR_TYPES(MATMUL)
 // each), AHEAD+1 of activations (NK·KP halves), and two chunks of weight
 // bytes (MT rows of rs bytes each), mmtShared in run_cuda.go.
 template <int NK, int WT, int T>
-__device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int rs, const half *X, float *Y, int rows, int cols, int n, int ks,
-                                    int tt) {
+__device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int rs, const half *X, float *Y, int rows, int r0, int cols, int n,
+                                    int ks, int tt) {
 	constexpr int WN = NK / WT, THREADS = 2 * WN * 32, NF = WT / 8, WARPS = THREADS / 32;
 	constexpr int NB = AHEAD + 1;                             // activation stages
 	constexpr int PX = NK * 4 / THREADS, PW = MT * 4 / THREADS; // a thread's activation pieces and weight pieces a step
@@ -128,7 +128,7 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 	uint8_t *R = (uint8_t *)(B + NB * NK * KP); // [2][MT·rs]: the weights' bytes of a chunk
 	int z = blockIdx.y / tt, kbeg = z * ks, kend = min(cols, kbeg + ks);
 	Y += (long long)z * n * rows;
-	int r0 = blockIdx.x * MT, t0 = (blockIdx.y % tt) * NK;
+	int t0 = (blockIdx.y % tt) * NK;
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int wr = (warp / WN) * 32, wt = (warp % WN) * WT;
 	float acc[2][NF][4];
@@ -262,18 +262,23 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 		}
 }
 
-#define MMT(id, name)                                                                                                           \
-	extern "C" __global__ void __launch_bounds__(256) mmt_##name(const uint8_t *W, long long rb, int cb, int rs, const half *X, float *Y, \
-	                                                             int rows, int cols, int n, int ks, int tt) {                       \
-		mmt<128, 32, id>(W, rb, cb, rs, X, Y, rows, cols, n, ks, tt);                                                              \
-	}                                                                                                                               \
-	extern "C" __global__ void __launch_bounds__(128) mmt64_##name(const uint8_t *W, long long rb, int cb, int rs, const half *X,      \
-	                                                               float *Y, int rows, int cols, int n, int ks, int tt) {           \
-		mmt<64, 32, id>(W, rb, cb, rs, X, Y, rows, cols, n, ks, tt);                                                               \
-	}                                                                                                                               \
-	extern "C" __global__ void __launch_bounds__(64) mmt32_##name(const uint8_t *W, long long rb, int cb, int rs, const half *X,       \
-	                                                              float *Y, int rows, int cols, int n, int ks, int tt) {            \
-		mmt<32, 32, id>(W, rb, cb, rs, X, Y, rows, cols, n, ks, tt);                                                               \
+#define MMT_PARAMS                                                                                                              \
+	const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, int cb, int rs, const half *X, float *Y0, float *Y1, float *Y2, \
+	    int rows0, int rows1, int rows2, int cols, int n, int ks, int tt
+#define MMT_PICK                                                                        \
+	const uint8_t *W;                                                                   \
+	float *Y;                                                                           \
+	int rows, r0;                                                                       \
+	pick3(W0, W1, W2, Y0, Y1, Y2, rows0, rows1, rows2, W, Y, rows, r0);
+#define MMT(id, name)                                                                                         \
+	extern "C" __global__ void __launch_bounds__(256) mmt_##name(MMT_PARAMS) {                                \
+		MMT_PICK mmt<128, 32, id>(W, rb, cb, rs, X, Y, rows, r0, cols, n, ks, tt);                            \
+	}                                                                                                         \
+	extern "C" __global__ void __launch_bounds__(128) mmt64_##name(MMT_PARAMS) {                              \
+		MMT_PICK mmt<64, 32, id>(W, rb, cb, rs, X, Y, rows, r0, cols, n, ks, tt);                             \
+	}                                                                                                         \
+	extern "C" __global__ void __launch_bounds__(64) mmt32_##name(MMT_PARAMS) {                               \
+		MMT_PICK mmt<32, 32, id>(W, rb, cb, rs, X, Y, rows, r0, cols, n, ks, tt);                             \
 	}
 FOR_TYPES(MMT)
 
@@ -281,9 +286,8 @@ FOR_TYPES(MMT)
 // as all types ran them before: Q4_0's cheap decode leaves its steps less to
 // hide, and measured 5-7% slower with eight warps (TestPrefillMatMul: 5632 ×
 // 2048 86.8-87.6 against 92.8 µs, 11008 × 4096 324.8-328.1 against 341.2).
-extern "C" __global__ void __launch_bounds__(128) mmt4w_q4_0(const uint8_t *W, long long rb, int cb, int rs, const half *X, float *Y, int rows,
-                                                           int cols, int n, int ks, int tt) {
-	mmt<128, 64, T_Q4_0>(W, rb, cb, rs, X, Y, rows, cols, n, ks, tt);
+extern "C" __global__ void __launch_bounds__(128) mmt4w_q4_0(MMT_PARAMS) {
+	MMT_PICK mmt<128, 64, T_Q4_0>(W, rb, cb, rs, X, Y, rows, r0, cols, n, ks, tt);
 }
 
 // to_f16 rounds n floats (a multiple of 4) to f16, a prefill mat-mul's

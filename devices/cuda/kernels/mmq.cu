@@ -213,7 +213,7 @@ extern "C" __global__ void mmq_quant(const float *x, int8_t *xq, float2 *xd, int
 // must be a multiple of KT.
 template <int NK, int WT, int T>
 __device__ __forceinline__ void mmq(const uint8_t *W, long long rb, int cb, int rs, const int8_t *Xq, const float2 *XD, int npad, float *Y,
-                                    int rows, int cols, int n, int ks, int tt) {
+                                    int rows, int r0, int cols, int n, int ks, int tt) {
 	typedef MQ<T> M;
 	constexpr int WN = NK / WT, THREADS = 2 * WN * 32, NF = WT / 8, WARPS = THREADS / 32;
 	constexpr int NB = AHEAD + 1;
@@ -227,7 +227,7 @@ __device__ __forceinline__ void mmq(const uint8_t *W, long long rb, int cb, int 
 	uint8_t *R = (uint8_t *)(BS + NB * 2 * NK); // [2][MT·rs]
 	int z = blockIdx.y / tt, kbeg = z * ks, kend = min(cols, kbeg + ks);
 	Y += (long long)z * n * rows;
-	int r0 = blockIdx.x * MT, t0 = (blockIdx.y % tt) * NK;
+	int t0 = (blockIdx.y % tt) * NK;
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int wr = (warp / WN) * 32, wt = (warp % WN) * WT;
 	float acc[2][NF][4];
@@ -382,21 +382,23 @@ __device__ __forceinline__ void mmq(const uint8_t *W, long long rb, int cb, int 
 		}
 }
 
-#define MMQ(id, name)                                                                                                                   \
-	extern "C" __global__ void __launch_bounds__(256, 2) mmq_##name(const uint8_t *W, long long rb, int cb, int rs, const int8_t *Xq,       \
-	                                                             const float2 *XD, int npad, float *Y, int rows, int cols, int n, int ks, \
-	                                                             int tt) {                                                                \
-		mmq<128, 32, id>(W, rb, cb, rs, Xq, XD, npad, Y, rows, cols, n, ks, tt);                                                       \
-	}                                                                                                                                   \
-	extern "C" __global__ void __launch_bounds__(128) mmq64_##name(const uint8_t *W, long long rb, int cb, int rs, const int8_t *Xq,     \
-	                                                               const float2 *XD, int npad, float *Y, int rows, int cols, int n,      \
-	                                                               int ks, int tt) {                                                     \
-		mmq<64, 32, id>(W, rb, cb, rs, Xq, XD, npad, Y, rows, cols, n, ks, tt);                                                        \
-	}                                                                                                                                   \
-	extern "C" __global__ void __launch_bounds__(64) mmq32_##name(const uint8_t *W, long long rb, int cb, int rs, const int8_t *Xq,      \
-	                                                              const float2 *XD, int npad, float *Y, int rows, int cols, int n,       \
-	                                                              int ks, int tt) {                                                      \
-		mmq<32, 32, id>(W, rb, cb, rs, Xq, XD, npad, Y, rows, cols, n, ks, tt);                                                        \
+#define MMQ_PARAMS                                                                                                                   \
+	const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, int cb, int rs, const int8_t *Xq, const float2 *XD, int npad, \
+	    float *Y0, float *Y1, float *Y2, int rows0, int rows1, int rows2, int cols, int n, int ks, int tt
+#define MMQ_PICK                                                                        \
+	const uint8_t *W;                                                                   \
+	float *Y;                                                                           \
+	int rows, r0;                                                                       \
+	pick3(W0, W1, W2, Y0, Y1, Y2, rows0, rows1, rows2, W, Y, rows, r0);
+#define MMQ(id, name)                                                                                         \
+	extern "C" __global__ void __launch_bounds__(256, 2) mmq_##name(MMQ_PARAMS) {                             \
+		MMQ_PICK mmq<128, 32, id>(W, rb, cb, rs, Xq, XD, npad, Y, rows, r0, cols, n, ks, tt);                 \
+	}                                                                                                         \
+	extern "C" __global__ void __launch_bounds__(128) mmq64_##name(MMQ_PARAMS) {                              \
+		MMQ_PICK mmq<64, 32, id>(W, rb, cb, rs, Xq, XD, npad, Y, rows, r0, cols, n, ks, tt);                  \
+	}                                                                                                         \
+	extern "C" __global__ void __launch_bounds__(64) mmq32_##name(MMQ_PARAMS) {                               \
+		MMQ_PICK mmq<32, 32, id>(W, rb, cb, rs, Xq, XD, npad, Y, rows, r0, cols, n, ks, tt);                  \
 	}
 #define MQ_TYPES(X) X(T_Q4_0, q4_0) X(T_Q4_1, q4_1) X(T_Q5_0, q5_0) X(T_Q5_1, q5_1) X(T_Q8_0, q8_0) X(T_Q4_K, q4_k) X(T_Q5_K, q5_k) X(T_Q6_K, q6_k) X(T_IQ4_NL, iq4_nl)
 MQ_TYPES(MMQ)

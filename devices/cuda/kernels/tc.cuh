@@ -34,3 +34,20 @@ __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
 	return *(uint32_t *)&h;
 }
 
+
+// pick3 chooses a prefill mat-mul block's weight and tile: one launch
+// multiplies up to three weights of one type and row length by the same
+// activations (a layer's q, k and v; gate and up), the 64-row tiles of
+// weight j following those of weight j-1 along blockIdx.x. It returns the
+// weight W, its output Y and rows, and the tile's first row r0.
+__device__ __forceinline__ void pick3(const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, float *Y0, float *Y1, float *Y2, int rows0,
+                                      int rows1, int rows2, const uint8_t *&W, float *&Y, int &rows, int &r0) {
+	int t0 = (rows0 + 63) / 64, t1 = (rows1 + 63) / 64, tx = blockIdx.x;
+	if (tx < t0) {
+		W = W0, Y = Y0, rows = rows0, r0 = 64 * tx;
+	} else if (tx < t0 + t1) {
+		W = W1, Y = Y1, rows = rows1, r0 = 64 * (tx - t0);
+	} else {
+		W = W2, Y = Y2, rows = rows2, r0 = 64 * (tx - t0 - t1);
+	}
+}
