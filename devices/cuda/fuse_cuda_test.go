@@ -18,7 +18,8 @@ import (
 )
 
 // TestFusedDecodeIsExact runs whole models on two GPU devices, one launching
-// every op alone and one fusing decode steps (fuse_cuda.go), in lockstep on
+// every op alone and one fusing decode steps (fuse_cuda.go) and launching
+// each step in segments (Device.segNext), in lockstep on
 // the same tokens, and checks that every step's logits are identical bit for
 // bit, that fusion happened, and that the GPU's logits stay close to the CPU
 // device's (same greedy token, or a near tie). The synthetic stories15m files
@@ -112,7 +113,16 @@ func TestFusedDecodeIsExact(t *testing.T) {
 			if f2, _ := cuda.Fused(plain); f2 != 0 {
 				t.Fatalf("fusion off, yet %d fused units", f2)
 			}
-			t.Logf("%s: fused and unfused logits identical over %d steps (%d fused units, %d ops alone); vs CPU max %.2g of max|logit|", typ, steps, f, alone, worst)
+			// The fused device also launched its steps in segments
+			// (a step's first layers before the rest was queued).
+			seg := cuda.Segments(fused)
+			if seg < steps {
+				t.Fatalf("%d segments over %d steps", seg, steps)
+			}
+			if s2 := cuda.Segments(plain); s2 != 0 {
+				t.Fatalf("segments off, yet %d", s2)
+			}
+			t.Logf("%s: fused and unfused logits identical over %d steps (%d fused units, %d ops alone, %d segments); vs CPU max %.2g of max|logit|", typ, steps, f, alone, seg, worst)
 		})
 	}
 }
