@@ -20,8 +20,11 @@ import (
 //	RMSNorm? MatMul MatMul SiLUMul  norm, gate and up row by row, silu(gate)·up
 //	RMSNorm? MatMul Add             the mat-vec and the residual add
 //	RoPE RoPE Attention             rotate q and k and append k, v to the cache; then attention
+//	RMSNorm? MatMul×3 RoPE RoPE Attention
+//	                                the two above in two launches: the mat-vecs of q, k and v
+//	                                also rotate q and k and append k and v (MV_ROPE); then attention
 //
-// which makes a Llama block six launches. The ropes may be of either mode,
+// which makes a Llama block five launches. The ropes may be of either mode,
 // with or without frequency factors; a per-head RMSNorm (Qwen3) and AddBias
 // (Qwen2) always run alone. A fused launch writes every value the
 // ops it replaces write, and computes each exactly as they do (the kernels
@@ -51,23 +54,25 @@ func stageBytes(t quant.Type, cols int) int {
 	return 4 * cols
 }
 
-// fusionWindow is the most ops a unit spans (a norm and three mat-vecs of
-// its output): a unit's blocks read an input while others write outputs, so
-// the executor must not give an output the buffer of a value read within
-// that many ops before it (devices.Info.FusionWindow).
-const fusionWindow = 4
+// fusionWindow is the most ops one launch of a unit spans (a norm, three
+// mat-vecs of its output and the RoPE of two of them): a launch's blocks
+// read an input while others write outputs, so the executor must not give
+// an output the buffer of a value read within that many ops before it
+// (devices.Info.FusionWindow). disjoint checks it again before fusing.
+const fusionWindow = 6
 
 // fusion is how a unit is launched.
 type fusion uint8
 
 const (
-	single   fusion = iota // one op, by run
-	fuseMV                 // [RMSNorm] MatMul×1..3
-	fuseSiLU               // [RMSNorm] MatMul MatMul SiLUMul
-	fuseAdd                // [RMSNorm] MatMul Add
-	fuseRope               // RoPE RoPE Attention
-	fuseMVB                // MatMul×1..3 of one input of several rows (a batch under mmtMin)
-	fuseMMT                // MatMul×1..3 of one input of mmtMin rows or more (a prompt): one tensor-core launch
+	single     fusion = iota // one op, by run
+	fuseMV                   // [RMSNorm] MatMul×1..3
+	fuseSiLU                 // [RMSNorm] MatMul MatMul SiLUMul
+	fuseAdd                  // [RMSNorm] MatMul Add
+	fuseRope                 // RoPE RoPE Attention
+	fuseMVB                  // MatMul×1..3 of one input of several rows (a batch under mmtMin)
+	fuseMVRope               // [RMSNorm] MatMul×3 RoPE RoPE Attention: q, k, v, their RoPE and cache append; then attention
+	fuseMMT                  // MatMul×1..3 of one input of mmtMin rows or more (a prompt): one tensor-core launch
 )
 
 // The fused mat-vec kernel's modes (MV_* in kernels/fused.cu).
@@ -75,6 +80,7 @@ const (
 	mvPlain = 0
 	mvSiLU  = 1
 	mvAdd   = 2
+	mvRope  = 3
 )
 
 // unit is one launch group of a batch: ops[0:n] of the queue, run as kind.
@@ -150,6 +156,13 @@ func (d *Device) match(q []pending) unit {
 		return one
 	}
 	u := unit{kind: fuseMV, ops: q[:i]}
+	if r, ok := matchRope(q[i:]); ok && len(mm) == 3 && ropesOf(mm, r) {
+		u = unit{kind: fuseMVRope, ops: q[:i+3]}
+		if disjoint(u) {
+			return u
+		}
+		u = unit{kind: fuseMV, ops: q[:i]}
+	}
 	switch {
 	case len(mm) == 2 && i < len(q) && q[i].op.Kind == ops.SiLUMul && q[i].n == 2 &&
 		same(q[i].ins[0], mm[0].out) && same(q[i].ins[1], mm[1].out) && mm[0].w.w.Rows == mm[1].w.w.Rows && q[i].out.n == mm[0].w.w.Rows:
@@ -248,6 +261,17 @@ func matchRope(q []pending) (unit, bool) {
 	return u, disjoint(u)
 }
 
+// ropesOf reports whether the RoPE-and-attention unit r turns and appends
+// exactly the products of the mat-vecs mm (q, k, v), so that the mat-vec
+// launch can do r's RoPE and cache append (MV_ROPE).
+func ropesOf(mm []pending, r unit) bool {
+	rq, rk, at := r.ops[0], r.ops[1], r.ops[2]
+	h := rq.op.Rope.HeadDim
+	return same(rq.ins[0], mm[0].out) && same(rk.ins[0], mm[1].out) && same(at.ins[2], mm[2].out) &&
+		mm[0].w.w.Rows == rq.ins[0].n && mm[1].w.w.Rows == rk.ins[0].n && mm[2].w.w.Rows == at.ins[2].n &&
+		h < 1<<12 && rq.op.Rope.Dims < 1<<12 && rq.op.Rope.Dims <= h
+}
+
 // same reports whether a and b are the same value's buffer.
 func same(a, b *Buffer) bool { return a != nil && b != nil && a.ptr == b.ptr && a.n == b.n }
 
@@ -303,6 +327,11 @@ func (d *Device) runUnit(u unit) error {
 	case fuseRope:
 		if err := d.runRope(u); err != nil {
 			return opErr(u.ops[2], err)
+		}
+		return nil
+	case fuseMVRope:
+		if err := d.runMVRope(u); err != nil {
+			return opErr(u.ops[len(u.ops)-1], err)
 		}
 		return nil
 	case fuseMVB, fuseMMT:
@@ -361,7 +390,49 @@ func (d *Device) runMV(u unit) error {
 	for j, p := range q {
 		ws[j] = mvWeight{p.w, p.out}
 	}
-	return d.launchMV(x, nw, nout, eps, ws[:len(q)], mode, res, sum)
+	return d.launchMV(x, nw, nout, eps, ws[:len(q)], mode, res, sum, nil)
+}
+
+// ropeArgs are an MV_ROPE launch's RoPE and cache: rope_kv's parameters.
+type ropeArgs struct {
+	qo, ko *Buffer
+	kc, vc dptr
+	rope   ops.RopeParams
+	freqs  dptr
+}
+
+// runMVRope launches a fuseMVRope unit: the mat-vecs of q, k and v with
+// their RoPE and the cache append (MV_ROPE), then attention, which is what
+// runMV and runRope launch for its two halves, in two launches instead of
+// three.
+func (d *Device) runMVRope(u unit) error {
+	q := u.ops
+	var x, nout *Buffer
+	var nw uintptr
+	var eps float32
+	if q[0].op.Kind == ops.RMSNorm {
+		x, nout, nw, eps = q[0].ins[0], q[0].out, uintptr(q[0].w.ptr), q[0].op.Eps
+		q = q[1:]
+	} else {
+		x = q[0].ins[0]
+	}
+	rq, rk, at := q[3], q[4], q[5]
+	c, err := d.kvFor(at.op)
+	if err != nil {
+		return err
+	}
+	c = c.at(at.st.Base)
+	freqs, err := d.freqsOf(rq.op.Rope)
+	if err != nil {
+		return err
+	}
+	ws := []mvWeight{{q[0].w, q[0].out}, {q[1].w, q[1].out}, {q[2].w, q[2].out}}
+	ra := &ropeArgs{qo: rq.out, ko: rk.out, kc: c.k, vc: c.v, rope: rq.op.Rope, freqs: freqs}
+	d.stats.mvRopes++
+	if err := d.launchMV(x, nw, nout, eps, ws, mvRope, nil, nil, ra); err != nil {
+		return err
+	}
+	return d.attend(at.op, 1, at.ins[0], at.out, c)
 }
 
 // mvWeight is one weight of a mat-vec launch and the buffer of its product.
@@ -375,7 +446,7 @@ type mvWeight struct {
 // one type and row length, each into its y, with mode's SiLU·mul or residual
 // add into sum. With one weight, no norm and mvPlain it is the decode step's
 // plain mat-vec, so fused and unfused decode compute alike.
-func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws []mvWeight, mode int, res, sum *Buffer) error {
+func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws []mvWeight, mode int, res, sum *Buffer, ra *ropeArgs) error {
 	w0 := ws[0].w
 	cols := w0.w.Cols
 	var wp, yp [3]uintptr
@@ -385,8 +456,11 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		wp[j], yp[j], rows[j] = uintptr(m.w.ptr), uintptr(m.y.ptr), m.w.w.Rows
 		total += rows[j]
 	}
-	if mode == mvSiLU {
+	switch mode {
+	case mvSiLU:
 		total = rows[0]
+	case mvRope:
+		total /= 2 // a warp takes rows two by two
 	}
 	ptr := func(b *Buffer) uintptr {
 		if b == nil {
@@ -398,6 +472,13 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		ptr(wp[0]).ptr(wp[1]).ptr(wp[2]).i64(int64(w0.rowBytes)).
 		ptr(yp[0]).ptr(yp[1]).ptr(yp[2]).i32(rows[0]).i32(rows[1]).i32(rows[2]).
 		i32(mode).ptr(ptr(res)).ptr(ptr(sum))
+	if ra != nil {
+		r := ra.rope
+		a.ptr(uintptr(ra.qo.ptr)).ptr(uintptr(ra.ko.ptr)).ptr(uintptr(ra.kc)).ptr(uintptr(ra.vc)).
+			i32(r.HeadDim | r.Dims<<12 | b2i(r.Neox)<<24).f32(ropeScale(r)).ptr(uintptr(d.tokens)).ptr(uintptr(ra.freqs))
+	} else {
+		a.ptr(0).ptr(0).ptr(0).ptr(0).i32(0).f32(0).ptr(0).ptr(0)
+	}
 	const warps = 8 // MV_THREADS / 32
 	k, shmem := d.k.byType[w0.typ].mv, stageBytes(w0.typ, cols)
 	blocks, err := mvBlocks(d, k, (total+warps-1)/warps, 32*warps, shmem)

@@ -122,6 +122,10 @@ func TestFusedDecodeIsExact(t *testing.T) {
 			if s2 := cuda.Segments(plain); s2 != 0 {
 				t.Fatalf("segments off, yet %d", s2)
 			}
+			// Each decode step's layers turned q and k in their mat-vecs.
+			if r := cuda.MVRopes(fused); r < (steps-1)*m.Config.Layers {
+				t.Fatalf("%d mat-vec launches with their rope over %d decode steps of %d layers", r, steps-1, m.Config.Layers)
+			}
 			t.Logf("%s: fused and unfused logits identical over %d steps (%d fused units, %d ops alone, %d segments); vs CPU max %.2g of max|logit|", typ, steps, f, alone, seg, worst)
 		})
 	}

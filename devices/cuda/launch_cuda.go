@@ -14,8 +14,8 @@ package cuda
 // memory and n parameters whose values sit in 8-byte slots of args (an int or
 // float parameter reads the low bytes).
 static CUresult hy_launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, void *args, int n, CUstream s) {
-	void *p[24];
-	for (int i = 0; i < n && i < 24; i++) p[i] = (char *)args + 8 * i;
+	void *p[32];
+	for (int i = 0; i < n && i < 32; i++) p[i] = (char *)args + 8 * i;
 	return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, shmem, s, p, 0);
 }
 
@@ -87,7 +87,7 @@ type kernel struct {
 }
 
 // maxArgs is the most parameters a kernel takes (hy_launch's array).
-const maxArgs = 24
+const maxArgs = 32
 
 // args collects one launch's parameters in the device's slot array; the
 // device's thread owns it, so a launch allocates nothing.

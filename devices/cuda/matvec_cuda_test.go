@@ -103,7 +103,7 @@ func TestDecodeMatVec(t *testing.T) {
 				err := g.do(func() (err error) {
 					el, err = replayTime(g, reps, func() error {
 						for c := range copies {
-							if err := g.launchMV(x.(*Buffer), nw, nout, 1e-5, ws[c], mode, nil, ys[2]); err != nil {
+							if err := g.launchMV(x.(*Buffer), nw, nout, 1e-5, ws[c], mode, nil, ys[2], nil); err != nil {
 								return err
 							}
 						}

@@ -117,6 +117,7 @@ type graphStats struct {
 	queue, flush time.Duration
 	flushes      int
 	segments     int // batches handed over without waiting (flushSegment)
+	mvRopes      int // fuseMVRope units launched
 }
 
 // minGraph is the fewest ops of a batch worth capturing as a graph.
@@ -535,7 +536,7 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 			if n > 1 {
 				return d.launchMVB(in[0], n, []mvWeight{{w, out}})
 			}
-			return d.launchMV(in[0], 0, nil, 0, []mvWeight{{w, out}}, mvPlain, nil, nil)
+			return d.launchMV(in[0], 0, nil, 0, []mvWeight{{w, out}}, mvPlain, nil, nil, nil)
 		}
 		if n == 1 {
 			return launch(tk.matvec, (rows+warps-1)/warps, 1, 32*warps, a)

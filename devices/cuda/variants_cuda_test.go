@@ -253,3 +253,103 @@ func TestFusedRopeVariants(t *testing.T) {
 		})
 	}
 }
+
+// TestFusedMVRopeVariants runs a prefill of 5 tokens and two decode steps of
+// MatMul(q) MatMul(k) MatMul(v) RoPE(q) RoPE(k) Attention for every rope
+// variant and a block and a float weight type, on the GPU with and without
+// fusion: the decode steps fuse into one mat-vec launch that also turns q
+// and k and appends k and v to the cache (MV_ROPE, fuse_cuda.go), then
+// attention. Every value the six ops write must be the same bit for bit.
+func TestFusedMVRopeVariants(t *testing.T) {
+	g := gpu(t)
+	defer SetFuse(g, true)
+	r := rand.New(rand.NewPCG(29, 30))
+	const cols = 128
+	for vi, v := range ropeVariants {
+		for ti, typ := range []quant.Type{quant.Q8_0, quant.F32} {
+			t.Run(v.name+"/"+typ.String(), func(t *testing.T) {
+				rp := v.params(r)
+				a := ops.AttnParams{Heads: v.heads, KVHeads: v.kvh, HeadDim: v.hd, Context: 16}
+				var mm [3]*ops.Op
+				for j, rows := range []int{v.heads * v.hd, v.kvh * v.hd, v.kvh * v.hd} {
+					w := &ops.Weight{Name: fmt.Sprintf("mvrope.%d.%d.%d", vi, ti, j), Type: typ, Rows: rows, Cols: cols}
+					data, _ := quantized(t, r, typ, rows, cols)
+					if err := g.LoadWeight(w, data); err != nil {
+						t.Fatal(err)
+					}
+					mm[j] = &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}
+				}
+				steps := []ops.Step{{Tokens: make([]int32, 5), Pos: 0}, {Tokens: make([]int32, 1), Pos: 5}, {Tokens: make([]int32, 1), Pos: 6}}
+				var xs [][]float32
+				for _, st := range steps {
+					xs = append(xs, verify.RandVec(r, len(st.Tokens)*cols))
+				}
+				// Each run has its own layer, so its own KV cache; a
+				// step's six outputs in the order of the ops.
+				run := func(layer int) [][6][]float32 {
+					rq := &ops.Op{Kind: ops.RoPE, Name: "rope_q", Layer: layer, Rope: rp}
+					rk := &ops.Op{Kind: ops.RoPE, Name: "rope_k", Layer: layer, Rope: rp}
+					at := &ops.Op{Kind: ops.Attention, Name: "attn", Layer: layer, Attn: a}
+					var outs [][6][]float32
+					for i, st := range steps {
+						n := len(st.Tokens)
+						buf := func(n int) devices.Buffer {
+							b, err := g.Alloc(n)
+							if err != nil {
+								t.Fatal(err)
+							}
+							return b
+						}
+						x := buf(n * cols)
+						if err := g.Write(x, xs[i]); err != nil {
+							t.Fatal(err)
+						}
+						qw, kw := n*v.heads*v.hd, n*v.kvh*v.hd
+						bs := [6]devices.Buffer{buf(qw), buf(kw), buf(kw), buf(qw), buf(kw), buf(qw)}
+						for _, c := range []struct {
+							op  *ops.Op
+							in  []devices.Buffer
+							out devices.Buffer
+						}{{mm[0], []devices.Buffer{x}, bs[0]}, {mm[1], []devices.Buffer{x}, bs[1]}, {mm[2], []devices.Buffer{x}, bs[2]},
+							{rq, []devices.Buffer{bs[0]}, bs[3]}, {rk, []devices.Buffer{bs[1]}, bs[4]}, {at, []devices.Buffer{bs[3], bs[4], bs[2]}, bs[5]}} {
+							if err := g.Run(c.op, st, c.in, c.out); err != nil {
+								t.Fatal(err)
+							}
+						}
+						var o [6][]float32
+						for j, b := range bs {
+							o[j] = make([]float32, b.Len())
+							if err := g.Read(o[j], b); err != nil {
+								t.Fatal(err)
+							}
+						}
+						outs = append(outs, o)
+						for _, b := range append(bs[:], x) {
+							if err := g.Free(b); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+					return outs
+				}
+				SetFuse(g, false)
+				plain := run(2000 + 4*vi + 2*ti)
+				SetFuse(g, true)
+				f0 := MVRopes(g)
+				fused := run(2001 + 4*vi + 2*ti)
+				if f1 := MVRopes(g); f1-f0 != 2 {
+					t.Fatalf("%d mat-vec launches with their rope over two decode steps, want 2", f1-f0)
+				}
+				names := [6]string{"q", "k", "v", "rotated q", "rotated k", "attention"}
+				for s := range steps {
+					for o := range 6 {
+						if !slices.Equal(plain[s][o], fused[s][o]) {
+							e, i := verify.MaxErr(fused[s][o], func(i int) float64 { return float64(plain[s][o][i]) }, func(int) float64 { return 1 })
+							t.Fatalf("step %d: %s fused [%d] = %g, alone %g (error %.3g): must be identical", s, names[o], i, fused[s][o][i], plain[s][o][i], e)
+						}
+					}
+				}
+			})
+		}
+	}
+}

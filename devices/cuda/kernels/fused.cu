@@ -1,5 +1,5 @@
 // fused.cu: decode-step kernels (one token) that each do the work of a run of
-// ops, so that a Llama block is six launches instead of sixteen. The device
+// ops, so that a Llama block is five launches instead of sixteen. The device
 // fuses only where the ops are queued together and every value an op would
 // write is still written (a fused launch is invisible to the plan), and each
 // kernel computes exactly what the single-op kernels compute (common.cuh).
@@ -10,6 +10,53 @@
 #define MV_PLAIN 0     // up to three weights' rows, one after another
 #define MV_SILU 1      // gate W0 and up W1 row by row; S = silu(Y0)·Y1
 #define MV_ADD 2       // one weight; S = res + Y0
+#define MV_ROPE 3      // q W0, k W1, v W2 rows two by two; then the step's RoPE of q and k and the cache append (rope_kv)
+
+// rope_rows is MV_ROPE's unit g of mv: two rows of q (W0), k (W1) or v (W2)
+// by one warp, the two that RoPE turns together for q and k (rope_feats),
+// the next two for v; then lane 0 writes the products Y, the turned pair
+// to qo or ko and the keys' and values' f16 cache rows kc, vc at the
+// step's position, each computed as rope_kv computes it from the products.
+// rope packs the head size, the rope's dims (<< 12) and its mode (<< 24).
+template <int T>
+__device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const float *xs, int nb, int cols, const uint8_t *W0, const uint8_t *W1,
+                                          const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, float *qo,
+                                          float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs) {
+	int headDim = rope & 0xfff, dims = (rope >> 12) & 0xfff, half = headDim / 2;
+	bool neox = rope >> 24;
+	int hq = r0 / 2, hk = r1 / 2, kind = g < hq ? 0 : g < hq + hk ? 1 : 2;
+	int p = kind == 0 ? g : kind == 1 ? g - hq : g - hq - hk, j = p % half, a = 2 * p, b = 2 * p + 1;
+	const uint8_t *W = kind == 0 ? W0 : kind == 1 ? W1 : W2;
+	float *Y = kind == 0 ? Y0 : kind == 1 ? Y1 : Y2;
+	if (kind < 2) {
+		int f0, f1;
+		rope_feats(j, dims, neox, f0, f1);
+		a = (p / half) * headDim + f0, b = (p / half) * headDim + f1;
+	}
+	float y[2];
+	if (D8<T>::block) {
+		const uint8_t *rs[2] = {W + a * rb, W + b * rb};
+		row_dotq<T, 2>(rs, xq, nb, lane, y);
+	} else {
+		row_dot2<T>(W + a * rb, W + b * rb, xs, cols / 8, lane, y[0], y[1]);
+	}
+	if (lane != 0) return;
+	Y[a] = y[0], Y[b] = y[1];
+	int pos = *posp;
+	long long base = (long long)pos * r1;
+	if (kind == 2) {
+		vc[base + a] = __float2half_rn(y[0]), vc[base + b] = __float2half_rn(y[1]);
+		return;
+	}
+	float o0, o1;
+	rope_pair(y[0], y[1], pos, j, dims, rscale, freqs, o0, o1);
+	if (kind == 0) {
+		qo[a] = o0, qo[b] = o1;
+	} else {
+		ko[a] = o0, ko[b] = o1;
+		kc[base + a] = __float2half_rn(o0), kc[base + b] = __float2half_rn(o1);
+	}
+}
 
 // mv_<type>: mat-vec of x (cols) against up to three weights W0..W2 of one
 // type and one row length rb (r0, r1, r2 rows; Y0..Y2 get the products). If
@@ -18,8 +65,11 @@
 // normalised form, is staged in shared memory for the block's eight warps:
 // quantized to 8 bits for the block types (xqBytes(cols), q8.cuh), as f32
 // for the float types (4·cols bytes). mode adds the SiLU·mul or residual add
-// to the writing of each row (see MV_*). This is also the device's decode
-// mat-vec when nothing is fused (one weight, no norm, MV_PLAIN).
+// to the writing of each row (see MV_*), or with MV_ROPE the decode step's
+// RoPE of q and k and the append of k and v to the layer's cache, which
+// rope_kv would do next (rope_rows; qo..freqs are rope_kv's). This is also
+// the device's decode mat-vec when nothing is fused (one weight, no norm,
+// MV_PLAIN).
 //
 // The grid is at most one wave (launchMV): warp w of the grid's nw takes
 // rows w, w+nw, w+2·nw, … (for MV_SILU the gate and up rows of each), so
@@ -31,11 +81,12 @@
 template <int T>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
-                                   const float *res, float *S) {
+                                   const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,
+                                   const int *posp, const float *freqs) {
 	extern __shared__ float4 smem[];
 	__shared__ float part[32];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int total = mode == MV_SILU ? r0 : r0 + r1 + r2, nwarps = gridDim.x * (MV_THREADS / 32);
+	int total = mode == MV_SILU ? r0 : mode == MV_ROPE ? (r0 + r1 + r2) / 2 : r0 + r1 + r2, nwarps = gridDim.x * (MV_THREADS / 32);
 	XQ xq = xq_at((uint8_t *)smem, cols);
 	float *xs = (float *)smem;
 	const int RP = 4; // pieces of eight a thread holds in registers: rows up to 8192
@@ -97,6 +148,10 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	__syncthreads();
 	int nb = cols / (D8<T>::block ? D8<T>::block : 1);
 	for (int g = blockIdx.x * (MV_THREADS / 32) + warp; g < total; g += nwarps) {
+		if (mode == MV_ROPE) {
+			rope_rows<T>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc, rope, rscale, posp, freqs);
+			continue;
+		}
 		// Row g of the launch: its weight row(s), product and index.
 		const uint8_t *W, *U = 0;
 		float *Y = Y0;
@@ -133,11 +188,11 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 }
 
 #define MV(id, name)                                                                                                                     \
-	extern "C" __global__ void __launch_bounds__(MV_THREADS) mv_##name(const float *x, const float *nw, float *nout, float eps, int cols, \
-	                                                                   const uint8_t *W0, const uint8_t *W1, const uint8_t *W2,         \
-	                                                                   long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1,   \
-	                                                                   int r2, int mode, const float *res, float *S) {                  \
-		mv<id>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S);                                        \
+	extern "C" __global__ void __launch_bounds__(MV_THREADS)                                                                             \
+	    mv_##name(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, \
+	              long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,     \
+	              float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs) {                         \
+		mv<id>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S, qo, ko, kc, vc, rope, rscale, posp, freqs);   \
 	}
 FOR_TYPES(MV)
 
