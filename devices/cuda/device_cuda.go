@@ -330,7 +330,11 @@ func (d *Device) do(f func() error) error {
 				d.stats.flushes++
 			}
 		}
-		return errors.Join(qerr, f())
+		err := errors.Join(qerr, f())
+		if debugGraph {
+			d.stats.replayGPU.collect()
+		}
+		return err
 	}}
 	err := <-d.done
 	clear(q)
@@ -820,8 +824,8 @@ func (d *Device) Close() error {
 			st := &d.stats
 			st.replayGPU.collect()
 			if st.replayGPU.n > 0 && st.flushes > 0 {
-				fmt.Fprintf(os.Stderr, "cuda: %s: %d replays took %v each on the GPU; %d flushes: %v from a batch's first Run to its flush, %v in the flush, each\n",
-					d.name, st.replayGPU.n, st.replayGPU.total/time.Duration(st.replayGPU.n), st.flushes, st.queue/time.Duration(st.flushes), st.flush/time.Duration(st.flushes))
+				fmt.Fprintf(os.Stderr, "cuda: %s: %d replays took %v each on the GPU (%v per call that waits); %d such calls: %v from a step's first Run to the call, %v in its flush, each\n",
+					d.name, st.replayGPU.n, st.replayGPU.total/time.Duration(st.replayGPU.n), st.replayGPU.total/time.Duration(st.flushes), st.flushes, st.queue/time.Duration(st.flushes), st.flush/time.Duration(st.flushes))
 			}
 			st.replayGPU.free()
 		}

@@ -273,50 +273,50 @@ func hostFree(p unsafe.Pointer) {
 }
 
 // replayTimer times graph replays on the GPU for HYBRID_CUDA_DEBUG: an event
-// pair recorded around each replay, read (after the work is done) before
-// the next one is recorded.
+// pair recorded around each replay, read when the device's thread next
+// waits for the GPU (collect), so that timing does not serialise them.
 type replayTimer struct {
-	a, b    C.CUevent
-	pending bool
-	n       int
-	total   time.Duration
+	pairs [][2]C.CUevent
+	used  int
+	n     int
+	total time.Duration
 }
 
 func (t *replayTimer) start(s stream) {
-	if t.a == nil {
-		if r := C.hy_event_pair(&t.a, &t.b); r != 0 {
+	if t.used == len(t.pairs) {
+		var p [2]C.CUevent
+		if r := C.hy_event_pair(&p[0], &p[1]); r != 0 {
 			return
 		}
+		t.pairs = append(t.pairs, p)
 	}
-	t.collect()
-	C.hy_record_on(t.a, s.s)
+	C.hy_record_on(t.pairs[t.used][0], s.s)
 }
 
 func (t *replayTimer) stop(s stream) {
-	if t.a != nil {
-		C.hy_record_on(t.b, s.s)
-		t.pending = true
+	if t.used < len(t.pairs) {
+		C.hy_record_on(t.pairs[t.used][1], s.s)
+		t.used++
 	}
 }
 
-// collect adds the last replay's time (waiting for it).
+// collect adds the recorded replays' times (waiting for them).
 func (t *replayTimer) collect() {
-	if !t.pending {
-		return
+	for _, p := range t.pairs[:t.used] {
+		var ms C.float
+		if C.hy_event_sync(p[1]) == 0 && C.hy_elapsed_on(p[0], p[1], &ms) == 0 {
+			t.n++
+			t.total += time.Duration(float64(ms) * 1e6)
+		}
 	}
-	t.pending = false
-	var ms C.float
-	if C.hy_event_sync(t.b) == 0 && C.hy_elapsed_on(t.a, t.b, &ms) == 0 {
-		t.n++
-		t.total += time.Duration(float64(ms) * 1e6)
-	}
+	t.used = 0
 }
 
 func (t *replayTimer) free() {
-	if t.a != nil {
-		C.hy_event_free(t.a, t.b)
-		t.a, t.b = nil, nil
+	for _, p := range t.pairs {
+		C.hy_event_free(p[0], p[1])
 	}
+	t.pairs, t.used = nil, 0
 }
 
 // timeOnGPU runs f (which enqueues work) between two events and returns the
