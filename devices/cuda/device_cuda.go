@@ -127,22 +127,11 @@ type Device struct {
 	cudev     gpuHandle
 	peers     []string // GPUs this one copies to peer to peer (set by Open)
 
-	mu     sync.Mutex // serialises sends to work and guards closed, queue and segNext
+	mu     sync.Mutex // serialises sends to work and guards closed and queue
 	work   chan item
 	done   chan error
 	closed bool
-	queue  []pending // ops Run has accepted, launched by the next call that waits or by a segment
-	// segNext is the queue length from which Run hands the queue to the
-	// device's thread without waiting (a segment, at the end of a fusion
-	// unit), so that the GPU starts a step's first layers while the
-	// caller queues the rest; it doubles with each segment of a step and
-	// is reset by the call that waits (flushSegment).
-	segNext int
-	spare   chan []pending // queues the device's thread has launched, for reuse
-	segErr  error          // the first error of a segment since the last call that waits (device thread only)
-	upPos   int            // the position uploadStep last wrote (-1: none), and its tokens
-	upToks  []int32
-	upRows  []ops.Row // the rows uploadRows last wrote
+	queue  []pending // ops Run has accepted, launched by the next call that waits
 
 	wmu     sync.Mutex // guards weights and freqs, which Run reads on the caller's side
 	weights map[string]*weight
@@ -185,7 +174,6 @@ type Device struct {
 	stats  graphStats
 	units  []unit         // fuse's scratch
 	noFuse bool           // launch every op alone (tests compare both ways)
-	noSeg  bool           // no segments (segNext): each batch waits for the call that waits (tests)
 	stage  unsafe.Pointer // pinned host staging for Write and Read
 	nstage int
 }
@@ -232,9 +220,6 @@ func New(ordinal int) (*Device, error) {
 		name:    fmt.Sprintf("cuda:%d", ordinal),
 		work:    make(chan item, 1024),
 		done:    make(chan error),
-		spare:   make(chan []pending, 8),
-		segNext: segFirst,
-		upPos:   -1,
 		weights: map[string]*weight{},
 		kv:      map[int]*kvCache{},
 	}
@@ -284,26 +269,16 @@ func New(ordinal int) (*Device, error) {
 	return d, nil
 }
 
-// item is a call for the device's thread; a segment's (async) is not
-// waited for, and its error is returned by the next call that waits.
+// item is a call for the device's thread.
 type item struct {
-	f     func() error
-	async bool
+	f func() error
 }
 
 // loop is the device's thread: every CUDA call of its context runs here.
 func (d *Device) loop() {
 	runtime.LockOSThread()
 	for it := range d.work {
-		err := it.f()
-		if it.async {
-			if d.segErr == nil {
-				d.segErr = err
-			}
-			continue
-		}
-		d.done <- errors.Join(d.segErr, err)
-		d.segErr = nil
+		d.done <- it.f()
 	}
 }
 
@@ -339,34 +314,7 @@ func (d *Device) do(f func() error) error {
 	err := <-d.done
 	clear(q)
 	d.queue = q[:0]
-	d.segNext = segFirst
 	return err
-}
-
-// segFirst is the queue length from which a step's first segment is
-// launched (see segNext).
-const segFirst = 32
-
-// flushSegment hands the queue to the device's thread to launch, without
-// waiting (caller holds mu). The thread returns the slice to spare.
-func (d *Device) flushSegment() {
-	q := d.queue
-	select {
-	case d.queue = <-d.spare:
-	default:
-		d.queue = make([]pending, 0, 2*len(q))
-	}
-	d.segNext = 2 * len(q)
-	d.stats.segments++
-	d.work <- item{async: true, f: func() error {
-		err := d.flush(q)
-		clear(q)
-		select {
-		case d.spare <- q[:0]:
-		default:
-		}
-		return err
-	}}
 }
 
 // args starts a kernel's parameter list in the device's slots (device thread only).
@@ -820,7 +768,7 @@ func (d *Device) Close() error {
 			d.k.unload()
 		}
 		if debugGraph {
-			fmt.Fprintf(os.Stderr, "cuda: %s: batches: %d segments, %d graph replays, %d captures, %d failed captures (%v), %d eager; launched %d fused units and %d ops alone\n", d.name, d.stats.segments, d.stats.replays, d.stats.captures, d.stats.failed, d.stats.lastErr, d.stats.eager, d.stats.fused, d.stats.alone)
+			fmt.Fprintf(os.Stderr, "cuda: %s: batches: %d graph replays, %d captures, %d failed captures (%v), %d eager; launched %d fused units and %d ops alone\n", d.name, d.stats.replays, d.stats.captures, d.stats.failed, d.stats.lastErr, d.stats.eager, d.stats.fused, d.stats.alone)
 			st := &d.stats
 			st.replayGPU.collect()
 			if st.replayGPU.n > 0 && st.flushes > 0 {

@@ -2,16 +2,8 @@
 
 package cuda
 
-// SetFuse turns decode-step fusion, and a step's segments, on or off for d
-// (tests compare both).
-func SetFuse(d *Device, on bool) { d.do(func() error { d.noFuse, d.noSeg = !on, !on; return nil }) }
-
-// Segments returns how many batches d handed to its thread without waiting.
-func Segments(d *Device) int {
-	var n int
-	d.do(func() error { n = d.stats.segments; return nil })
-	return n
-}
+// SetFuse turns decode-step fusion on or off for d (tests compare both).
+func SetFuse(d *Device, on bool) { d.do(func() error { d.noFuse = !on; return nil }) }
 
 // Fused returns how many fused units and single ops d has launched.
 func Fused(d *Device) (fused, alone int) {

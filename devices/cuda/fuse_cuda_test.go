@@ -20,8 +20,7 @@ import (
 )
 
 // TestFusedDecodeIsExact runs whole models on two GPU devices, one launching
-// every op alone and one fusing decode steps (fuse_cuda.go) and launching
-// each step in segments (Device.segNext), in lockstep on
+// every op alone and one fusing decode steps (fuse_cuda.go), in lockstep on
 // the same tokens, and checks that every step's logits are identical bit for
 // bit, that fusion happened, and that the GPU's logits stay close to the CPU
 // device's (same greedy token, or a near tie). The synthetic stories15m files
@@ -115,18 +114,10 @@ func TestFusedDecodeIsExact(t *testing.T) {
 			if f2, _ := cuda.Fused(plain); f2 != 0 {
 				t.Fatalf("fusion off, yet %d fused units", f2)
 			}
-			// The fused device also launched its steps in segments
-			// (a step's first layers before the rest was queued).
-			seg := cuda.Segments(fused)
-			if seg < steps {
-				t.Fatalf("%d segments over %d steps", seg, steps)
-			}
-			if s2 := cuda.Segments(plain); s2 != 0 {
-				t.Fatalf("segments off, yet %d", s2)
-			}
-			// Each decode step's layers whose q, k and v are of one type
-			// (Q4_K_M gives some layers' v more bits) turned q and k in
-			// their mat-vecs.
+			// Each launch of a decode step (the first run and the graph's
+			// capture; replays are not counted) turned q and k in the
+			// mat-vecs of every layer whose q, k and v are of one type
+			// (Q4_K_M gives some layers' v more bits).
 			one := 0
 			for l := range m.Config.Layers {
 				ty := func(n string) quant.Type { return m.Types[fmt.Sprintf("blk.%d.attn_%s.weight", l, n)] }
@@ -134,10 +125,10 @@ func TestFusedDecodeIsExact(t *testing.T) {
 					one++
 				}
 			}
-			if r := cuda.MVRopes(fused); r != (steps-1)*one {
-				t.Fatalf("%d mat-vec launches with their rope over %d decode steps, want %d (%d layers of %d with q, k, v of one type)", r, steps-1, (steps-1)*one, one, m.Config.Layers)
+			if r := cuda.MVRopes(fused); one > 0 && (r == 0 || r%one != 0) {
+				t.Fatalf("%d mat-vec launches with their rope, want a multiple of %d (the layers of %d with q, k, v of one type)", r, one, m.Config.Layers)
 			}
-			t.Logf("%s: fused and unfused logits identical over %d steps (%d fused units, %d ops alone, %d segments); vs CPU max %.2g of max|logit|", typ, steps, f, alone, seg, worst)
+			t.Logf("%s: fused and unfused logits identical over %d steps (%d fused units, %d ops alone); vs CPU max %.2g of max|logit|", typ, steps, f, alone, worst)
 		})
 	}
 }

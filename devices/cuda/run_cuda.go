@@ -75,15 +75,10 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 		}
 		st.Rows = slices.Clone(st.Rows) // the caller may reuse its slice before the op runs
 	}
-	if debugGraph && len(d.queue) == 0 && d.segNext == segFirst {
+	if debugGraph && len(d.queue) == 0 {
 		d.stats.queued = time.Now()
 	}
 	d.queue = append(d.queue, pending{op: op, st: st, w: w, ins: ins, n: len(in), out: ob})
-	// An Add ends every fusion unit (fuse_cuda.go), so a segment cut after
-	// one fuses as the whole batch would.
-	if op.Kind == ops.Add && len(d.queue) >= d.segNext && !noSegments && !d.noSeg {
-		d.flushSegment()
-	}
 	return nil
 }
 
@@ -101,7 +96,6 @@ type pending struct {
 // HYBRID_CUDA_DEBUG=1 prints how batches ran when the device closes.
 var (
 	noGraphs   = os.Getenv("HYBRID_CUDA_GRAPHS") == "0"
-	noSegments = os.Getenv("HYBRID_CUDA_SEGMENTS") == "0"
 	debugGraph = os.Getenv("HYBRID_CUDA_DEBUG") == "1"
 )
 
@@ -116,16 +110,14 @@ type graphStats struct {
 	queued       time.Time
 	queue, flush time.Duration
 	flushes      int
-	segments     int // batches handed over without waiting (flushSegment)
 	mvRopes      int // fuseMVRope units launched
 }
 
 // minGraph is the fewest ops of a batch worth capturing as a graph.
 const minGraph = 16
 
-// maxGraphs bounds the graphs kept; past it they are all dropped. A step
-// runs as a few segments (segNext), each its own graph.
-const maxGraphs = 256
+// maxGraphs bounds the graphs kept; past it they are all dropped.
+const maxGraphs = 64
 
 // flush launches the queued ops q (device thread only), in batches of one
 // step each (one position and token count, at most one Embed), and returns
@@ -594,13 +586,6 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 // thread only). The copy waits for the work queued before it, which may
 // still read the last step's.
 func (d *Device) uploadStep(pos int, toks []int32) error {
-	// A step's later segments find its position (and, if they have no
-	// Embed, need no tokens) there already: the copy, which waits for the
-	// GPU's queued work, is left out so that it does not stall them.
-	if pos == d.upPos && (toks == nil || slices.Equal(toks, d.upToks)) {
-		return nil
-	}
-	d.upPos = -1
 	if len(toks) > d.ntok {
 		n := max(len(toks), 512)
 		if err := d.regrow(&d.tokens, 4*int64(1+n)); err != nil {
@@ -619,12 +604,7 @@ func (d *Device) uploadStep(pos int, toks []int32) error {
 	for i, t := range toks {
 		put(1+i, t)
 	}
-	if err := memcpyHtoD(d.tokens, d.stage, int64(len(s))); err != nil {
-		return err
-	}
-	d.upPos = pos
-	d.upToks = append(d.upToks[:0], toks...)
-	return nil
+	return memcpyHtoD(d.tokens, d.stage, int64(len(s)))
 }
 
 // attention appends the step's keys and values to the layer's cache and
@@ -690,10 +670,6 @@ func (c *kvCache) at(base int) *kvCache {
 // its rope, cache append and attention read, so that one captured graph
 // serves every step of that many rows.
 func (d *Device) uploadRows(rows []ops.Row) error {
-	if slices.Equal(rows, d.upRows) { // a later segment of the step (uploadStep)
-		return nil
-	}
-	d.upRows = d.upRows[:0]
 	if len(rows) > d.nrow {
 		n := max(len(rows), 64)
 		if err := d.regrow(&d.rowPos, 8*int64(n)); err != nil {
@@ -709,11 +685,7 @@ func (d *Device) uploadRows(rows []ops.Row) error {
 		binary.LittleEndian.PutUint32(s[8*i:], uint32(int32(r.Pos)))
 		binary.LittleEndian.PutUint32(s[8*i+4:], uint32(int32(r.Base)))
 	}
-	if err := memcpyHtoD(d.rowPos, d.stage, int64(len(s))); err != nil {
-		return err
-	}
-	d.upRows = append(d.upRows, rows...)
-	return nil
+	return memcpyHtoD(d.rowPos, d.stage, int64(len(s)))
 }
 
 // regrow replaces the scratch allocation *p (none if 0) with a new one of
