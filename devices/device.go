@@ -135,6 +135,24 @@ type Device interface {
 	Close() error
 }
 
+// Call is one op of a run of ops that a Batcher takes at once: the op, its
+// input buffers and its output, as Run takes them.
+type Call struct {
+	Op  *ops.Op
+	In  []Buffer
+	Out Buffer
+}
+
+// Batcher is a device that takes a run of a step's ops in one call, which
+// is what Run does for each call in order, for a fraction of the host time:
+// a device that queues ops (a GPU's) may check a run once and keep what it
+// derived from it. The caller passes the same slice, unchanged, for each
+// step of the same shape (a compiled step's), and a device must still
+// notice a slice whose contents changed.
+type Batcher interface {
+	RunAll(st ops.Step, calls []Call) error
+}
+
 // MemoryPeak is the most memory a device has held at once, by what held it,
 // and what its driver holds besides for the device's context and code.
 type MemoryPeak struct {

@@ -72,6 +72,49 @@ type compiled struct {
 	hostV  [][]float32                         // per value: host copy (per-op ablation)
 	stream []streamStep                        // per op: the weight to stream in before it runs, if any
 	bufs   map[devices.Device][]devices.Buffer // the buffers allocated for it, freed when it is dropped
+	runs   []opRun                             // the ops in runs for Batchers (batchRuns), once built
+}
+
+// opRun is ops[from:to] of a compiled step: a run of neighbouring ops on
+// one devices.Batcher with no copy or stream between them, given to it in
+// one RunAll (calls), or one op run alone (calls nil).
+type opRun struct {
+	from, to int
+	calls    []devices.Call
+}
+
+// batchRuns splits c's ops into runs (built once): an op joins the run of
+// the op before it when both are on the same Batcher (not a Simulator,
+// whose ops are timed one by one), it streams nothing in, no copy is made
+// before it and none after the op before it.
+func (c *compiled) batchRuns() []opRun {
+	if c.runs != nil {
+		return c.runs
+	}
+	batcher := func(i int) bool {
+		_, ok := c.dev[i].(devices.Batcher)
+		_, sim := c.dev[i].(devices.Simulator)
+		return ok && !sim && !c.streams(i)
+	}
+	var runs []opRun
+	for i := 0; i < len(c.g.Ops); {
+		j := i + 1
+		if batcher(i) {
+			for j < len(c.g.Ops) && batcher(j) && c.dev[j] == c.dev[i] && len(c.pre[j]) == 0 && len(c.copies[j-1]) == 0 {
+				j++
+			}
+		}
+		r := opRun{from: i, to: j}
+		if j-i > 1 {
+			for _, op := range c.g.Ops[i:j] {
+				r.calls = append(r.calls, devices.Call{Op: op, In: c.ins[op.ID], Out: c.out[op.Out]})
+			}
+		}
+		runs = append(runs, r)
+		i = j
+	}
+	c.runs = runs
+	return runs
 }
 
 // streamStep is a weight copied into an op's device for one step, or an
@@ -358,40 +401,15 @@ func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, op := range c.g.Ops {
-		for _, cp := range c.pre[op.ID] {
-			if err := e.copy(c, cp); err != nil {
+	for _, r := range c.batchRuns() {
+		if r.calls != nil && !e.opts.SyncEachOp {
+			if err := e.runAll(c, r, st); err != nil {
 				return nil, err
 			}
+			continue
 		}
-		d := c.dev[op.ID]
-		streams := c.streams(op.ID)
-		if streams {
-			if err := e.streamIn(op, st, d, c.stream[op.ID]); err != nil {
-				return nil, err
-			}
-		}
-		t0 := time.Now()
-		if err := d.Run(op, st, c.ins[op.ID], c.out[op.Out]); err != nil {
-			return nil, err
-		}
-		if streams && c.stream[op.ID].kv {
-			if err := e.streamKVOut(op, st, d, c.stream[op.ID]); err != nil {
-				return nil, err
-			}
-		}
-		if e.opts.SyncEachOp {
-			if err := d.Sync(); err != nil {
-				return nil, err
-			}
-		}
-		el := time.Since(t0)
-		if s, ok := d.(devices.Simulator); ok {
-			el = s.OpTime(op, st)
-		}
-		e.Stats.op(op, d, el)
-		for _, cp := range c.copies[op.ID] {
-			if err := e.copy(c, cp); err != nil {
+		for _, op := range c.g.Ops[r.from:r.to] {
+			if err := e.runOne(c, op, st); err != nil {
 				return nil, err
 			}
 		}
@@ -411,6 +429,73 @@ func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {
 	}
 	e.Stats.Steps++
 	return logits, nil
+}
+
+// runAll gives the run r of c's ops to its device in one call, with the
+// copies before its first op and after its last; the device's time is the
+// call's (its ops are not timed one by one: Stats.Ops leaves them out).
+func (e *Executor) runAll(c *compiled, r opRun, st ops.Step) error {
+	first, last := c.g.Ops[r.from], c.g.Ops[r.to-1]
+	for _, cp := range c.pre[first.ID] {
+		if err := e.copy(c, cp); err != nil {
+			return err
+		}
+	}
+	d := c.dev[first.ID]
+	t0 := time.Now()
+	if err := d.(devices.Batcher).RunAll(st, r.calls); err != nil {
+		return err
+	}
+	ds := e.Stats.Devices[d.Name()]
+	ds.Ops += r.to - r.from
+	ds.Time += time.Since(t0)
+	for _, cp := range c.copies[last.ID] {
+		if err := e.copy(c, cp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runOne runs op of c alone, with its copies and streams.
+func (e *Executor) runOne(c *compiled, op *ops.Op, st ops.Step) error {
+	for _, cp := range c.pre[op.ID] {
+		if err := e.copy(c, cp); err != nil {
+			return err
+		}
+	}
+	d := c.dev[op.ID]
+	streams := c.streams(op.ID)
+	if streams {
+		if err := e.streamIn(op, st, d, c.stream[op.ID]); err != nil {
+			return err
+		}
+	}
+	t0 := time.Now()
+	if err := d.Run(op, st, c.ins[op.ID], c.out[op.Out]); err != nil {
+		return err
+	}
+	if streams && c.stream[op.ID].kv {
+		if err := e.streamKVOut(op, st, d, c.stream[op.ID]); err != nil {
+			return err
+		}
+	}
+	if e.opts.SyncEachOp {
+		if err := d.Sync(); err != nil {
+			return err
+		}
+	}
+	el := time.Since(t0)
+	if s, ok := d.(devices.Simulator); ok {
+		el = s.OpTime(op, st)
+	}
+	e.Stats.op(op, d, el)
+	for _, cp := range c.copies[op.ID] {
+		if err := e.copy(c, cp); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // streamIn copies op's weight into d for this step, or, for an attention

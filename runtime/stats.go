@@ -13,7 +13,7 @@ import (
 type Stats struct {
 	Steps   int
 	Devices map[string]*DeviceStats
-	Ops     map[string]time.Duration // by op name, summed over steps
+	Ops     map[string]time.Duration // by op name, summed over steps (ops a Batcher ran in one call count in Devices only)
 	Copies  CopyStats
 	// Links sums the copies per direction ("cpu -> cpu:1").
 	Links map[string]*CopyStats

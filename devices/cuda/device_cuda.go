@@ -133,11 +133,13 @@ type Device struct {
 	closed bool
 	queue  []pending // ops Run has accepted, launched by the next call that waits
 
-	wmu     sync.Mutex // guards weights and freqs, which Run reads on the caller's side
+	wmu     sync.Mutex // guards weights, wgen and freqs, which Run reads on the caller's side
 	weights map[string]*weight
-	slots2  streamSlots     // StreamWeight's two slots
-	kvs     kvStream        // StreamKV's cache
-	freqs   map[string]dptr // rope frequency factors on the GPU, by their bytes (freqs_cuda.go)
+	wgen    uint64                 // counts changes to weights (RunAll's runs are checked against it)
+	runs    map[*devices.Call]*run // RunAll's checked runs, by their first call (guarded by mu)
+	slots2  streamSlots            // StreamWeight's two slots
+	kvs     kvStream               // StreamKV's cache
+	freqs   map[string]dptr        // rope frequency factors on the GPU, by their bytes (freqs_cuda.go)
 
 	// Owned by the device's thread.
 	ctx    context
@@ -394,6 +396,7 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 		res.ptr = p
 		d.wmu.Lock()
 		d.weights[w.Name] = res
+		d.wgen++
 		d.wmu.Unlock()
 		return nil
 	})
@@ -720,6 +723,7 @@ func (d *Device) LoadWeights(ws []*ops.Weight, data [][]byte) error {
 			pt.res.ptr = p + dptr(pt.off)
 			d.weights[pt.res.w.Name] = pt.res
 		}
+		d.wgen++
 		d.wmu.Unlock()
 		return nil
 	})
@@ -795,6 +799,7 @@ func (d *Device) Close() error {
 		d.slots2, d.kvs = streamSlots{}, kvStream{}
 		d.wmu.Lock()
 		d.weights = map[string]*weight{}
+		d.wgen++
 		d.freqs = nil
 		d.wmu.Unlock()
 		d.k = nil

@@ -23,45 +23,146 @@ import (
 // context's stream; an error found there is returned by the next Read,
 // Write or Sync.
 func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
-	var ins [3]*Buffer
-	if len(in) > len(ins) {
-		return fmt.Errorf("cuda: op %s: %d inputs", op, len(in))
-	}
-	for i, b := range in {
-		cb, err := d.buf(b)
-		if err != nil {
-			return err
-		}
-		ins[i] = cb
-	}
-	ob, err := d.buf(out)
+	p, err := d.check(devices.Call{Op: op, In: in, Out: out})
 	if err != nil {
 		return err
 	}
-	var w *weight
+	if p, err = d.stepOf(p, st); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("cuda: %s is closed", d.name)
+	}
+	d.queue = append(d.queue, p)
+	return nil
+}
+
+// check returns c as an op to queue, less its step: its buffers and weight
+// found and checked, and a RoPE's frequency factors uploaded.
+func (d *Device) check(c devices.Call) (pending, error) {
+	op := c.Op
+	p := pending{op: op, n: len(c.In)}
+	if len(c.In) > len(p.ins) {
+		return p, fmt.Errorf("cuda: op %s: %d inputs", op, len(c.In))
+	}
+	for i, b := range c.In {
+		cb, err := d.buf(b)
+		if err != nil {
+			return p, err
+		}
+		p.ins[i] = cb
+	}
+	ob, err := d.buf(c.Out)
+	if err != nil {
+		return p, err
+	}
+	p.out = ob
 	if op.Weight != nil {
 		d.wmu.Lock()
-		w = d.weights[op.Weight.Name]
+		p.w = d.weights[op.Weight.Name]
 		d.wmu.Unlock()
-		if w == nil {
-			return fmt.Errorf("cuda: op %s: weight %s was not loaded", op, op.Weight.Name)
+		if p.w == nil {
+			return p, fmt.Errorf("cuda: op %s: weight %s was not loaded", op, op.Weight.Name)
 		}
 	}
+	if op.Kind == ops.RoPE {
+		if err := d.uploadFreqs(op); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// stepOf returns p for step st, checked against it; the step's slices are
+// cloned where the op keeps them (the caller may reuse them before it runs).
+func (d *Device) stepOf(p pending, st ops.Step) (pending, error) {
+	op := p.op
 	switch op.Kind {
 	case ops.Embed:
 		for _, t := range st.Tokens {
-			if t < 0 || int(t) >= w.w.Rows {
-				return fmt.Errorf("cuda: op %s: token id %d is outside the vocabulary of %d", op, t, w.w.Rows)
+			if t < 0 || int(t) >= p.w.w.Rows {
+				return p, fmt.Errorf("cuda: op %s: token id %d is outside the vocabulary of %d", op, t, p.w.w.Rows)
 			}
 		}
-		st.Tokens = slices.Clone(st.Tokens) // the caller may reuse its slice before the op runs
+		st.Tokens = slices.Clone(st.Tokens)
 	case ops.Attention:
 		if err := st.CheckCells(op.Attn.Context); err != nil {
-			return fmt.Errorf("cuda: op %s: %w", op, err)
+			return p, fmt.Errorf("cuda: op %s: %w", op, err)
 		}
-	case ops.RoPE:
-		if err := d.uploadFreqs(op); err != nil {
-			return err
+	}
+	if st.Rows != nil && (op.Kind == ops.RoPE || op.Kind == ops.Attention || op.Kind == ops.Embed) {
+		if len(st.Rows) != len(st.Tokens) {
+			return p, fmt.Errorf("cuda: op %s: a batched step of %d tokens has %d rows", op, len(st.Tokens), len(st.Rows))
+		}
+		st.Rows = slices.Clone(st.Rows)
+	}
+	p.st = st
+	return p, nil
+}
+
+// run is a run of calls that RunAll checked: a copy of the calls, the ops
+// to queue for them, and the weights' generation they were found in.
+type run struct {
+	calls []devices.Call
+	ops   []pending
+	wgen  uint64
+}
+
+// maxRuns bounds the runs RunAll keeps; past it they are all dropped.
+const maxRuns = 64
+
+// RunAll implements devices.Batcher: Run for each call, in order. A run of
+// calls is checked once (check) and kept, keyed by its first call; a later
+// step's run is compared with it call by call, buffer by buffer, and the
+// weights' generation, which costs a fraction of checking it again. Measured
+// on the lent H100's host, a decode step's ~355 Runs took 137 µs of
+// TinyLlama's 1.2 ms.
+func (d *Device) RunAll(st ops.Step, calls []devices.Call) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	d.wmu.Lock()
+	gen := d.wgen
+	d.wmu.Unlock()
+	d.mu.Lock()
+	r := d.runs[&calls[0]]
+	d.mu.Unlock()
+	if r == nil || r.wgen != gen || !sameCalls(r.calls, calls) {
+		r = &run{calls: slices.Clone(calls), ops: make([]pending, len(calls)), wgen: gen}
+		for i, c := range calls {
+			p, err := d.check(c)
+			if err != nil {
+				return err
+			}
+			r.ops[i] = p
+		}
+		d.mu.Lock()
+		if d.runs == nil || len(d.runs) >= maxRuns {
+			d.runs = map[*devices.Call]*run{}
+		}
+		d.runs[&calls[0]] = r
+		d.mu.Unlock()
+	}
+	// The step, checked as Run checks it, with its slices cloned once for
+	// the run's ops.
+	if st.Rows != nil && len(st.Rows) != len(st.Tokens) {
+		return fmt.Errorf("cuda: op %s: a batched step of %d tokens has %d rows", calls[0].Op, len(st.Tokens), len(st.Rows))
+	}
+	st.Tokens, st.Rows = slices.Clone(st.Tokens), slices.Clone(st.Rows)
+	for _, p := range r.ops {
+		switch p.op.Kind {
+		case ops.Embed:
+			for _, t := range st.Tokens {
+				if t < 0 || int(t) >= p.w.w.Rows {
+					return fmt.Errorf("cuda: op %s: token id %d is outside the vocabulary of %d", p.op, t, p.w.w.Rows)
+				}
+			}
+		case ops.Attention:
+			if err := st.CheckCells(p.op.Attn.Context); err != nil {
+				return fmt.Errorf("cuda: op %s: %w", p.op, err)
+			}
 		}
 	}
 	d.mu.Lock()
@@ -69,17 +170,30 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 	if d.closed {
 		return fmt.Errorf("cuda: %s is closed", d.name)
 	}
-	if st.Rows != nil && (op.Kind == ops.RoPE || op.Kind == ops.Attention || op.Kind == ops.Embed) {
-		if len(st.Rows) != len(st.Tokens) {
-			return fmt.Errorf("cuda: op %s: a batched step of %d tokens has %d rows", op, len(st.Tokens), len(st.Rows))
-		}
-		st.Rows = slices.Clone(st.Rows) // the caller may reuse its slice before the op runs
+	for _, p := range r.ops {
+		p.st = st
+		d.queue = append(d.queue, p)
 	}
-	if debugGraph && len(d.queue) == 0 {
-		d.stats.queued = time.Now()
-	}
-	d.queue = append(d.queue, pending{op: op, st: st, w: w, ins: ins, n: len(in), out: ob})
 	return nil
+}
+
+// sameCalls reports whether a and b are the same calls: the same ops on the
+// same buffers.
+func sameCalls(a, b []devices.Call) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Op != b[i].Op || a[i].Out != b[i].Out || len(a[i].In) != len(b[i].In) {
+			return false
+		}
+		for j := range a[i].In {
+			if a[i].In[j] != b[i].In[j] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // pending is an op that Run accepted, to be launched by the next flush.

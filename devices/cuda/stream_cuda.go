@@ -158,6 +158,7 @@ func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 		res.ptr = s.ptr[k]
 		d.wmu.Lock()
 		d.weights[w.Name] = res
+		d.wgen++
 		s.name[k] = w.Name
 		d.wmu.Unlock()
 		return nil
@@ -222,6 +223,7 @@ func (d *Device) takeSlot(k int, need int64) error {
 	if old := s.name[k]; old != "" {
 		if ow := d.weights[old]; ow != nil && ow.streamed && ow.ptr == s.ptr[k] {
 			delete(d.weights, old)
+			d.wgen++
 		}
 	}
 	s.name[k] = ""

@@ -1,0 +1,98 @@
+package runtime
+
+import (
+	"slices"
+	"testing"
+
+	"hybrid/devices"
+	"hybrid/devices/cpu"
+	"hybrid/ops"
+)
+
+// batcher is the CPU device taking runs of ops in one call
+// (devices.Batcher), counting the calls, and checking that each run of a
+// step's shape comes as the same slice, as Batcher promises.
+type batcher struct {
+	*cpu.Device
+	runs, ops int
+	seen      map[*devices.Call]int // first call -> run length
+}
+
+func (b *batcher) RunAll(st ops.Step, calls []devices.Call) error {
+	b.runs++
+	b.ops += len(calls)
+	b.seen[&calls[0]] = len(calls)
+	for _, c := range calls {
+		if err := b.Run(c.Op, st, c.In, c.Out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestBatchedRunsMatchRun checks that an executor gives a Batcher each
+// step's ops in one call (the same slice for every step of a shape) with
+// the logits of running them one by one, and runs them one by one when each
+// op is timed (SyncEachOp).
+func TestBatchedRunsMatchRun(t *testing.T) {
+	m := builtinModel(t)
+	plain, err := NewExecutor(m, cpu.New("cpu", 1), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &batcher{Device: cpu.New("cpu", 1), seen: map[*devices.Call]int{}}
+	batched, err := NewExecutor(m, b, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int32{1, 400, 22, 17}
+	want, err := plain.Prefill(prompt, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := batched.Prefill(prompt, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const steps = 6
+	for s := range steps + 1 {
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: batched logits differ from one op at a time", s)
+		}
+		if s == steps {
+			break
+		}
+		tok := []int32{Greedy(want)}
+		if want, err = plain.Forward(tok, len(prompt)+s); err != nil {
+			t.Fatal(err)
+		}
+		if got, err = batched.Forward(tok, len(prompt)+s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pc, err := batched.compile(stepKey{n: len(prompt)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := batched.compile(stepKey{n: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(pc.g.Ops) + steps*len(c.g.Ops); b.runs != steps+1 || b.ops != want {
+		t.Fatalf("%d runs of %d ops over %d steps of %d ops: want one run a step", b.runs, b.ops, steps+1, want)
+	}
+	if len(b.seen) != 2 {
+		t.Fatalf("runs came as %d slices, want 2 (the prompt's and the decode step's)", len(b.seen))
+	}
+	if n := batched.Stats.Devices["cpu"].Ops; n != b.ops {
+		t.Fatalf("stats count %d ops on the device, want %d", n, b.ops)
+	}
+	// Timed op by op: no runs.
+	batched.opts.SyncEachOp = true
+	if _, err := batched.Forward([]int32{Greedy(got)}, len(prompt)+steps); err != nil {
+		t.Fatal(err)
+	}
+	if b.runs != steps+1 {
+		t.Fatalf("a step timed op by op was given as a run")
+	}
+}
