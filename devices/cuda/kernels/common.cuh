@@ -43,18 +43,28 @@ __device__ __forceinline__ float rms_apply(float x, float scale, float w) { retu
 // divided by the pair's frequency factor where the rope has them (freqs not
 // null: Llama 3.1+), as ggml divides the stepped θ. Pairs at or past dims/2
 // are copied.
+// rope_sc is rope_pair's sine and cosine of θ for pair j (2j < dims), and
+// rope_rot its turn of x0, x1 by them (MV_ROPE keeps a table of the first).
+__device__ __forceinline__ void rope_sc(int p, int j, float scale, const float *freqs, float &s, float &c) {
+	float theta = (float)p;
+	for (int i = 0; i < j; i++) theta = __fmul_rn(theta, scale);
+	if (freqs) theta = __fdiv_rn(theta, freqs[j]);
+	sincosf(theta, &s, &c);
+}
+
+__device__ __forceinline__ void rope_rot(float x0, float x1, float s, float c, float &y0, float &y1) {
+	y0 = fmaf(x0, c, -__fmul_rn(x1, s));
+	y1 = fmaf(x0, s, __fmul_rn(x1, c));
+}
+
 __device__ __forceinline__ void rope_pair(float x0, float x1, int p, int j, int dims, float scale, const float *freqs, float &y0, float &y1) {
 	if (2 * j >= dims) {
 		y0 = x0, y1 = x1;
 		return;
 	}
-	float theta = (float)p;
-	for (int i = 0; i < j; i++) theta = __fmul_rn(theta, scale);
-	if (freqs) theta = __fdiv_rn(theta, freqs[j]);
 	float s, c;
-	sincosf(theta, &s, &c);
-	y0 = fmaf(x0, c, -__fmul_rn(x1, s));
-	y1 = fmaf(x0, s, __fmul_rn(x1, c));
+	rope_sc(p, j, scale, freqs, s, c);
+	rope_rot(x0, x1, s, c, y0, y1);
 }
 
 // rope_feats returns the features f0, f1 of a head that its pair j turns

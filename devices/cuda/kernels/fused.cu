@@ -11,6 +11,7 @@
 #define MV_SILU 1      // gate W0 and up W1 row by row; S = silu(Y0)·Y1
 #define MV_ADD 2       // one weight; S = res + Y0
 #define MV_ROPE 3      // q W0, k W1, v W2 rows two by two; then the step's RoPE of q and k and the cache append (rope_kv)
+#define MV_RSC 128     // pairs of a head whose sine and cosine MV_ROPE tabulates (heads up to 256)
 
 // rope_rows is MV_ROPE's unit g of mv: two rows of q (W0), k (W1) or v (W2)
 // by one warp, one after the other, the two that RoPE turns together for q and k (rope_feats),
@@ -18,10 +19,13 @@
 // to qo or ko and the keys' and values' f16 cache rows kc, vc at the
 // step's position, each computed as rope_kv computes it from the products.
 // rope packs the head size, the rope's dims (<< 12) and its mode (<< 24).
+// rsc is the block's table of each pair's sine and cosine at the step's
+// position (rope_sc, mv), so that a warp's lane 0 does not step θ alone.
 template <int T>
 __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const float *xs, int nb, int cols, const uint8_t *W0, const uint8_t *W1,
                                           const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, float *qo,
-                                          float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs) {
+                                          float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs,
+                                          const float2 *rsc) {
 	int headDim = rope & 0xfff, dims = (rope >> 12) & 0xfff, half = headDim / 2;
 	bool neox = rope >> 24;
 	int hq = r0 / 2, hk = r1 / 2, kind = g < hq ? 0 : g < hq + hk ? 1 : 2;
@@ -53,7 +57,12 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 		return;
 	}
 	float o0, o1;
-	rope_pair(y[0], y[1], pos, j, dims, rscale, freqs, o0, o1);
+	if (2 * j >= dims)
+		o0 = y[0], o1 = y[1];
+	else if (half <= MV_RSC)
+		rope_rot(y[0], y[1], rsc[j].x, rsc[j].y, o0, o1);
+	else
+		rope_pair(y[0], y[1], pos, j, dims, rscale, freqs, o0, o1);
 	if (kind == 0) {
 		qo[a] = o0, qo[b] = o1;
 	} else {
@@ -89,8 +98,19 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
                                    const int *posp, const float *freqs) {
 	extern __shared__ float4 smem[];
 	__shared__ float part[32];
+	__shared__ float2 rsc[MV_RSC];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int total = mode == MV_SILU ? r0 : mode == MV_ROPE ? (r0 + r1 + r2) / 2 : r0 + r1 + r2, nwarps = gridDim.x * (MV_THREADS / 32);
+	if (mode == MV_ROPE) {
+		// The pairs' sines and cosines, one pair a thread, ready by the
+		// barrier after the staging below.
+		int dims = (rope >> 12) & 0xfff, half = (rope & 0xfff) / 2;
+		if (half <= MV_RSC && threadIdx.x < half && 2 * (int)threadIdx.x < dims) {
+			float sn, cs;
+			rope_sc(*posp, threadIdx.x, rscale, freqs, sn, cs);
+			rsc[threadIdx.x] = make_float2(sn, cs);
+		}
+	}
 	XQ xq = xq_at((uint8_t *)smem, cols);
 	float *xs = (float *)smem;
 	const int RP = 4; // pieces of eight a thread holds in registers: rows up to 8192
@@ -153,7 +173,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	int nb = cols / (D8<T>::block ? D8<T>::block : 1);
 	for (int g = blockIdx.x * (MV_THREADS / 32) + warp; g < total; g += nwarps) {
 		if (mode == MV_ROPE) {
-			rope_rows<T>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc, rope, rscale, posp, freqs);
+			rope_rows<T>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc, rope, rscale, posp, freqs, rsc);
 			continue;
 		}
 		// Row g of the launch: its weight row(s), product and index.
