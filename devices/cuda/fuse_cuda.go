@@ -39,6 +39,10 @@ import (
 
 var noFuse = os.Getenv("HYBRID_CUDA_FUSE") == "0"
 
+// noMVRope leaves the RoPE and cache append out of the q, k, v mat-vecs
+// (fuseMVRope), so that they run as rope_kv (fuseRope): HYBRID_CUDA_MVROPE=0.
+var noMVRope = os.Getenv("HYBRID_CUDA_MVROPE") == "0"
+
 // maxStage is the most shared memory a mat-vec block stages its input row in
 // (48 KiB, the most a launch gets without opting in).
 const maxStage = 48 << 10
@@ -156,7 +160,7 @@ func (d *Device) match(q []pending) unit {
 		return one
 	}
 	u := unit{kind: fuseMV, ops: q[:i]}
-	if r, ok := matchRope(q[i:]); ok && len(mm) == 3 && ropesOf(mm, r) {
+	if r, ok := matchRope(q[i:]); ok && len(mm) == 3 && ropesOf(mm, r) && !noMVRope {
 		u = unit{kind: fuseMVRope, ops: q[:i+3]}
 		if disjoint(u) {
 			return u
