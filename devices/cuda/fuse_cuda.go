@@ -365,14 +365,7 @@ func (d *Device) runUnit(u unit) error {
 
 // runMV launches the fused mat-vec for a fuseMV, fuseSiLU or fuseAdd unit.
 func (d *Device) runMV(u unit) error {
-	q := u.ops
-	var x, nout *Buffer
-	var nw uintptr
-	var eps float32
-	if q[0].op.Kind == ops.RMSNorm { // the mat-vecs read its output
-		x, nout, nw, eps = q[0].ins[0], q[0].out, uintptr(q[0].w.ptr), q[0].op.Eps
-		q = q[1:]
-	}
+	x, nout, nw, eps, q := normOf(u.ops)
 	mode := mvPlain
 	var res, sum *Buffer
 	switch u.kind {
@@ -387,14 +380,22 @@ func (d *Device) runMV(u unit) error {
 		}
 		q = q[:1]
 	}
-	if x == nil {
-		x = q[0].ins[0]
-	}
 	var ws [3]mvWeight
 	for j, p := range q {
 		ws[j] = mvWeight{p.w, p.out}
 	}
 	return d.launchMV(x, nw, nout, eps, ws[:len(q)], mode, res, sum, nil)
+}
+
+// normOf splits a mat-vec unit's ops into its RMSNorm, if it starts with
+// one (the mat-vecs then read its output: x is its input, nout its output,
+// nw and eps its weight and epsilon), and the ops after it; without one, x
+// is the first mat-vec's input.
+func normOf(q []pending) (x, nout *Buffer, nw uintptr, eps float32, rest []pending) {
+	if q[0].op.Kind == ops.RMSNorm {
+		return q[0].ins[0], q[0].out, uintptr(q[0].w.ptr), q[0].op.Eps, q[1:]
+	}
+	return q[0].ins[0], nil, 0, 0, q
 }
 
 // ropeArgs are an MV_ROPE launch's RoPE and cache: rope_kv's parameters.
@@ -410,16 +411,7 @@ type ropeArgs struct {
 // runMV and runRope launch for its two halves, in two launches instead of
 // three.
 func (d *Device) runMVRope(u unit) error {
-	q := u.ops
-	var x, nout *Buffer
-	var nw uintptr
-	var eps float32
-	if q[0].op.Kind == ops.RMSNorm {
-		x, nout, nw, eps = q[0].ins[0], q[0].out, uintptr(q[0].w.ptr), q[0].op.Eps
-		q = q[1:]
-	} else {
-		x = q[0].ins[0]
-	}
+	x, nout, nw, eps, q := normOf(u.ops)
 	rq, rk, at := q[3], q[4], q[5]
 	c, err := d.kvFor(at.op)
 	if err != nil {
@@ -549,16 +541,11 @@ func (d *Device) launchMVB(x *Buffer, n int, ws []mvWeight) error {
 	if err := launch(tk.xq, n, 1, 256, d.args().ptr(uintptr(x.ptr)).ptr(uintptr(d.xq)).i32(cols).i64(int64(stride))); err != nil {
 		return err
 	}
-	var wp, yp [3]uintptr
-	var rows [3]int
-	total := 0
-	for j, m := range ws {
-		if m.y.n < n*m.w.w.Rows {
-			return fmt.Errorf("output of %d elements, want %d×%d", m.y.n, n, m.w.w.Rows)
-		}
-		wp[j], yp[j], rows[j] = uintptr(m.w.ptr), uintptr(m.y.ptr), m.w.w.Rows
-		total += rows[j]
+	wp, yp, rows, err := weightsOf(ws, n)
+	if err != nil {
+		return err
 	}
+	total := rows[0] + rows[1] + rows[2]
 	// Activation rows per block: as many as fit the shared memory, at
 	// most mvbRows, spread evenly over the groups.
 	nr := max(1, min(mvbRows, n, mvbShared/stride))

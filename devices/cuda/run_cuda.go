@@ -398,6 +398,19 @@ func (d *Device) freeGraphs() {
 	d.graphs = nil
 }
 
+// weightsOf returns the weights' and products' pointers and the weights'
+// rows of a launch of up to three weights for n activation rows, checking
+// that each product has room for them.
+func weightsOf(ws []mvWeight, n int) (wp, yp [3]uintptr, rows [3]int, err error) {
+	for j, m := range ws {
+		if m.y.n < n*m.w.w.Rows {
+			return wp, yp, rows, fmt.Errorf("output of %d elements, want %d×%d", m.y.n, n, m.w.w.Rows)
+		}
+		wp[j], yp[j], rows[j] = uintptr(m.w.ptr), uintptr(m.y.ptr), m.w.w.Rows
+	}
+	return wp, yp, rows, nil
+}
+
 // mmtMin is the batch from which mat-muls of non-F32 weights run on tensor
 // cores (mmt_* in kernels/matmul.cu). Smaller batches of the block types run
 // mvb (kernels/fused.cu), each row exactly as a decode step computes it; of
@@ -489,15 +502,13 @@ const mmqPad = 128
 func (d *Device) launchMMT(tk *typed, ws []mvWeight, x *Buffer, n int) error {
 	w := ws[0].w
 	cols := w.w.Cols
-	var wp, yp [3]uintptr
-	var rows [3]int
+	wp, yp, rows, err := weightsOf(ws, n)
+	if err != nil {
+		return err
+	}
 	rowTiles := 0
-	for j, m := range ws {
-		if m.y.n < n*m.w.w.Rows {
-			return fmt.Errorf("output of %d elements, want %d×%d", m.y.n, n, m.w.w.Rows)
-		}
-		wp[j], yp[j], rows[j] = uintptr(m.w.ptr), uintptr(m.y.ptr), m.w.w.Rows
-		rowTiles += (rows[j] + 63) / 64
+	for _, r := range rows {
+		rowTiles += (r + 63) / 64
 	}
 	if x.n < n*cols {
 		return fmt.Errorf("input of %d elements, want %d×%d", x.n, n, cols)
