@@ -190,6 +190,22 @@ func matchMVB(q []pending) unit {
 	if p0.op.Kind != ops.MatMul || p0.n != 1 || p0.w == nil || !onQ8(p0.w) {
 		return one
 	}
+	i := sameInput(q)
+	if i == 0 {
+		return one
+	}
+	u := unit{kind: fuseMVB, ops: q[:i]}
+	if !disjoint(u) {
+		return one
+	}
+	return u
+}
+
+// sameInput counts the mat-muls at the start of q (at most three) of
+// q[0]'s input by weights of q[0]'s type and row length, over the step's
+// rows.
+func sameInput(q []pending) int {
+	p0 := q[0]
 	n := len(p0.st.Tokens)
 	i := 0
 	for ; i < len(q) && i < 3; i++ {
@@ -199,14 +215,7 @@ func matchMVB(q []pending) unit {
 			break
 		}
 	}
-	if i == 0 {
-		return one
-	}
-	u := unit{kind: fuseMVB, ops: q[:i]}
-	if !disjoint(u) {
-		return one
-	}
-	return u
+	return i
 }
 
 // matchMMT matches a prompt's mat-muls of one input by weights of one type
@@ -219,15 +228,7 @@ func matchMMT(q []pending) unit {
 	if p0.op.Kind != ops.MatMul || p0.n != 1 || p0.w == nil || p0.w.typ == quant.F32 || p0.w.w.Cols%32 != 0 {
 		return one
 	}
-	n := len(p0.st.Tokens)
-	i := 0
-	for ; i < len(q) && i < 3; i++ {
-		p := q[i]
-		if p.op.Kind != ops.MatMul || p.n != 1 || !same(p.ins[0], p0.ins[0]) || p.w == nil || p.w.typ != p0.w.typ ||
-			p.w.w.Cols != p0.w.w.Cols || p.ins[0].n != n*p.w.w.Cols || p.out.n < n*p.w.w.Rows {
-			break
-		}
-	}
+	i := sameInput(q)
 	if i < 2 {
 		return one
 	}
