@@ -96,3 +96,92 @@ func TestBatchedRunsMatchRun(t *testing.T) {
 		t.Fatalf("a step timed op by op was given as a run")
 	}
 }
+
+// argmaxer is the CPU device picking a buffer's largest element itself
+// (devices.Argmaxer), counting the picks.
+type argmaxer struct {
+	*cpu.Device
+	picks int
+}
+
+func (a *argmaxer) ReadArgmax(src devices.Buffer, n int) (int32, error) {
+	a.picks++
+	x := make([]float32, n)
+	if err := a.Read(x, src); err != nil {
+		return 0, err
+	}
+	best := 0
+	for i := range x {
+		if x[i] > x[best] {
+			best = i
+		}
+	}
+	return int32(best), nil
+}
+
+// TestForwardGreedy checks that ForwardGreedy picks what Greedy picks from
+// Forward's logits, on a device that picks it itself (devices.Argmaxer) and
+// on one that does not, and that Generate's greedy decode and bench use it.
+func TestForwardGreedy(t *testing.T) {
+	m := builtinModel(t)
+	plain, err := NewExecutor(m, cpu.New("cpu", 1), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &argmaxer{Device: cpu.New("cpu", 1)}
+	picking, err := NewExecutor(m, a, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewExecutor(m, cpu.New("cpu", 1), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int32{1, 400, 22, 17}
+	logits, err := plain.Prefill(prompt, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*Executor{picking, other} {
+		if _, err := e.Prefill(prompt, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok := Greedy(logits)
+	for s := range 8 {
+		pos := len(prompt) + s
+		if logits, err = plain.Forward([]int32{tok}, pos); err != nil {
+			t.Fatal(err)
+		}
+		want := Greedy(logits)
+		for i, e := range []*Executor{picking, other} {
+			got, err := e.ForwardGreedy([]int32{tok}, pos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("step %d, executor %d: ForwardGreedy %d, Greedy of Forward %d", s, i, got, want)
+			}
+		}
+		tok = want
+	}
+	if a.picks != 8 {
+		t.Fatalf("%d picks on the device over 8 steps", a.picks)
+	}
+	if _, err := picking.ForwardGreedy([]int32{tok}, 64); err == nil {
+		t.Fatal("a step past the context was taken")
+	}
+	// Generate's greedy decode picks on the device, and gives Forward's tokens.
+	want, err := plain.Generate(GenerateOptions{Prompt: "Once upon a time", MaxTokens: 12, Sampler: SamplerConfig{TopP: 1, RepeatPenalty: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := a.picks
+	got, err := picking.Generate(GenerateOptions{Prompt: "Once upon a time", MaxTokens: 12, Sampler: SamplerConfig{TopP: 1, RepeatPenalty: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Tokens, want.Tokens) || a.picks-before != got.Timings.DecodedTokens || got.Timings.DecodedTokens == 0 {
+		t.Fatalf("Generate: %v with %d device picks for %d decoded tokens, want %v", got.Tokens, a.picks-before, got.Timings.DecodedTokens, want.Tokens)
+	}
+}

@@ -174,11 +174,11 @@ func (e *Executor) greedyDecode(tok int32, from, n int) (time.Duration, error) {
 	t := time.Now()
 	in := []int32{tok}
 	for pos := from; pos < from+n; pos++ {
-		logits, err := e.Forward(in, pos)
+		id, err := e.ForwardGreedy(in, pos)
 		if err != nil {
 			return 0, err
 		}
-		in[0] = Greedy(logits)
+		in[0] = id
 	}
 	return time.Since(t), nil
 }

@@ -376,7 +376,47 @@ func (e *Executor) ForwardRows(tokens []int32, rows []ops.Row) ([]float32, error
 	return e.forwardStep(ops.Step{Tokens: tokens, Rows: rows})
 }
 
+// ForwardGreedy is Forward for a single sequence that wants only the greedy
+// pick of the last token's logits (runtime.Greedy): where the device that
+// holds the logits picks it itself (devices.Argmaxer), only the token id
+// comes back to the host.
+func (e *Executor) ForwardGreedy(tokens []int32, pos int) (int32, error) {
+	if err := e.m.File.Check(); err != nil {
+		return 0, fmt.Errorf("runtime: %w", err)
+	}
+	st := ops.Step{Tokens: tokens, Pos: pos}
+	c, err := e.runStep(st)
+	if err == nil {
+		out := c.dev[c.g.Ops[len(c.g.Ops)-1].ID]
+		if a, ok := out.(devices.Argmaxer); ok {
+			var id int32
+			if id, err = a.ReadArgmax(c.out[c.g.Output], len(e.logits)); err == nil {
+				e.Stats.Steps++
+				return id, nil
+			}
+		} else {
+			var logits []float32
+			if logits, err = e.readLogits(c, st); err == nil {
+				return Greedy(logits), nil
+			}
+		}
+	}
+	if cerr := e.m.File.Check(); cerr != nil {
+		return 0, fmt.Errorf("runtime: %w (%v)", cerr, err)
+	}
+	return 0, err
+}
+
 func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {
+	c, err := e.runStep(st)
+	if err != nil {
+		return nil, err
+	}
+	return e.readLogits(c, st)
+}
+
+// runStep checks step st, compiles its graph if needed and runs its ops.
+func (e *Executor) runStep(st ops.Step) (*compiled, error) {
 	tokens := st.Tokens
 	n := len(tokens)
 	if n == 0 || n > MaxBatch {
@@ -414,8 +454,15 @@ func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {
 			}
 		}
 	}
-	// Read waits for the ops run before it (devices.Device), so no Sync: on
-	// a GPU each is a hand-over to the device's thread and back.
+	return c, nil
+}
+
+// readLogits reads the logits of step st, run on c: the last token's, or
+// every row's of a batched step. Read waits for the ops run before it
+// (devices.Device), so no Sync: on a GPU each is a hand-over to the
+// device's thread and back.
+func (e *Executor) readLogits(c *compiled, st ops.Step) ([]float32, error) {
+	n := len(st.Tokens)
 	out := c.dev[c.g.Ops[len(c.g.Ops)-1].ID]
 	logits := e.logits
 	if st.Rows != nil {

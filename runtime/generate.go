@@ -77,8 +77,16 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 	history := append([]int32(nil), prompt...)
 	pos := len(prompt)
 	var decodeTime time.Duration
+	// A pure greedy pick (no temperature, no repeat penalty) is the
+	// largest logit: ForwardGreedy lets the device pick it.
+	c := o.Sampler
+	greedy := c.Temp <= 0 && (c.RepeatPenalty == 1 || c.RepeatLastN <= 0)
+	next := int32(-1)
 	for len(r.Tokens) < o.MaxTokens {
-		id := s.Sample(logits, history)
+		id := next
+		if id < 0 {
+			id = s.Sample(logits, history)
+		}
 		if tok.IsEOG(id) {
 			r.StopReason = "eos"
 			break
@@ -94,7 +102,12 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 			break
 		}
 		t := time.Now()
-		if logits, err = e.Forward([]int32{id}, pos); err != nil {
+		if greedy {
+			next, err = e.ForwardGreedy([]int32{id}, pos)
+		} else {
+			logits, err = e.Forward([]int32{id}, pos)
+		}
+		if err != nil {
 			return nil, err
 		}
 		decodeTime += time.Since(t)

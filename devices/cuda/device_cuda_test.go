@@ -724,3 +724,73 @@ func TestBandwidth(t *testing.T) {
 	t.Logf("LAUNCH add of 2048: Run+Sync %.1f µs (median); Run back to back %.1f µs each; launch on the device thread %.1f µs; empty Sync %.1f µs",
 		runSync.Seconds()*1e6, runOnly.Seconds()*1e6, raw.Seconds()*1e6, syncOnly.Seconds()*1e6)
 }
+
+// TestArgmax checks ReadArgmax against the loop that defines it (move to i
+// where x[i] > x[best]) on random rows of several lengths, with the largest
+// value repeated (the first wins), NaNs (never picked; at 0, 0 is),
+// infinities and signed zeros.
+func TestArgmax(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(31, 32))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	type row struct {
+		name string
+		x    []float32
+	}
+	var rows []row
+	for _, n := range []int{1, 5, 1023, 1025, 32000, 151936} {
+		rows = append(rows, row{fmt.Sprintf("random %d", n), verify.RandVec(r, n)})
+	}
+	tie := verify.RandVec(r, 32000)
+	for _, i := range []int{31999, 7000, 7001, 20000} {
+		tie[i] = 9
+	}
+	rows = append(rows, row{"ties", tie})
+	nanIn := verify.RandVec(r, 4096)
+	nanIn[100], nanIn[3000] = nan, nan
+	rows = append(rows, row{"NaNs inside", nanIn})
+	nan0 := verify.RandVec(r, 4096)
+	nan0[0] = nan
+	rows = append(rows, row{"NaN at 0", nan0})
+	allInf := make([]float32, 3000)
+	for i := range allInf {
+		allInf[i] = -inf
+	}
+	rows = append(rows, row{"all -inf", allInf})
+	zeros := make([]float32, 2048)
+	zeros[5] = float32(math.Copysign(0, -1))
+	rows = append(rows, row{"signed zeros", zeros})
+	for _, c := range rows {
+		t.Run(c.name, func(t *testing.T) {
+			want := 0
+			for i := range c.x {
+				if c.x[i] > c.x[want] {
+					want = i
+				}
+			}
+			b, err := g.Alloc(len(c.x) + 3) // longer than n: only n are looked at
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Free(b)
+			if err := g.Write(b, append(slices.Clone(c.x), inf, inf, inf)); err != nil {
+				t.Fatal(err)
+			}
+			got, err := g.ReadArgmax(b, len(c.x))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(got) != want {
+				t.Fatalf("argmax %d (%g), want %d (%g)", got, c.x[got], want, c.x[want])
+			}
+		})
+	}
+	b, err := g.Alloc(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Free(b)
+	if _, err := g.ReadArgmax(b, 5); err == nil {
+		t.Fatal("an argmax past the buffer's end was taken")
+	}
+}

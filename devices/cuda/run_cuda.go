@@ -713,7 +713,7 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 func (d *Device) uploadStep(pos int, toks []int32) error {
 	if len(toks) > d.ntok {
 		n := max(len(toks), 512)
-		if err := d.regrow(&d.tokens, 4*int64(1+n)); err != nil {
+		if err := d.regrow(&d.tokens, 4*int64(1+n+1)); err != nil {
 			return err
 		}
 		d.ntok = n

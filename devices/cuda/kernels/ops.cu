@@ -94,3 +94,43 @@ extern "C" __global__ void kv_append(const float *k, const float *v, __half *kc,
 		vc[o] = __float2half_rn(v[i]);
 	}
 }
+
+// argmax: *out = the index of the largest of x[0..n), the first one on ties,
+// as a loop that moves to i where x[i] > x[best] picks it (runtime.Greedy):
+// NaNs are never picked, and a NaN at 0 is (no comparison with it holds).
+// One block of ARGMAX_THREADS: each thread scans i, i+ARGMAX_THREADS, …
+// keeping its first largest, then the threads' picks are merged, the larger
+// value winning and the lower index on ties.
+#define ARGMAX_THREADS 1024
+extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax(const float *x, int n, int *out) {
+	__shared__ float sv[ARGMAX_THREADS / 32];
+	__shared__ int si[ARGMAX_THREADS / 32];
+	float bv = 0;
+	int bi = -1; // none yet
+	for (int i = threadIdx.x; i < n; i += ARGMAX_THREADS) {
+		float v = x[i];
+		if (v == v && (bi < 0 || v > bv)) bv = v, bi = i;
+	}
+	// better(a, b): b beats a when it is a pick and a is not, or larger, or
+	// as large at a lower index.
+	auto merge = [](float &v, int &i, float ov, int oi) {
+		if (oi >= 0 && (i < 0 || ov > v || (ov == v && oi < i))) v = ov, i = oi;
+	};
+	for (int o = 16; o > 0; o >>= 1) {
+		float ov = __shfl_xor_sync(0xffffffff, bv, o);
+		int oi = __shfl_xor_sync(0xffffffff, bi, o);
+		merge(bv, bi, ov, oi);
+	}
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	if (lane == 0) sv[warp] = bv, si[warp] = bi;
+	__syncthreads();
+	if (warp == 0) {
+		bv = sv[lane], bi = si[lane];
+		for (int o = 16; o > 0; o >>= 1) {
+			float ov = __shfl_xor_sync(0xffffffff, bv, o);
+			int oi = __shfl_xor_sync(0xffffffff, bi, o);
+			merge(bv, bi, ov, oi);
+		}
+		if (lane == 0) *out = (n > 0 && x[0] != x[0]) || bi < 0 ? 0 : bi;
+	}
+}
