@@ -35,6 +35,9 @@ func (d *Device) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 	if d.closed {
 		return fmt.Errorf("cuda: %s is closed", d.name)
 	}
+	if debugGraph && len(d.queue) == 0 {
+		d.stats.queued = time.Now()
+	}
 	d.queue = append(d.queue, p)
 	return nil
 }
@@ -123,6 +126,10 @@ func (d *Device) RunAll(st ops.Step, calls []devices.Call) error {
 	if len(calls) == 0 {
 		return nil
 	}
+	var t0 time.Time
+	if debugGraph {
+		t0 = time.Now()
+	}
 	d.wmu.Lock()
 	gen := d.wgen
 	d.wmu.Unlock()
@@ -132,6 +139,7 @@ func (d *Device) RunAll(st ops.Step, calls []devices.Call) error {
 	if r == nil || r.wgen != gen || !sameCalls(r.calls, calls) {
 		r = &run{calls: slices.Clone(calls), ops: make([]pending, len(calls)), wgen: gen}
 		for i, c := range calls {
+			r.calls[i].In = slices.Clone(c.In) // compared with the caller's next time
 			p, err := d.check(c)
 			if err != nil {
 				return err
@@ -169,6 +177,9 @@ func (d *Device) RunAll(st ops.Step, calls []devices.Call) error {
 	defer d.mu.Unlock()
 	if d.closed {
 		return fmt.Errorf("cuda: %s is closed", d.name)
+	}
+	if debugGraph && len(d.queue) == 0 {
+		d.stats.queued = t0
 	}
 	for _, p := range r.ops {
 		p.st = st
