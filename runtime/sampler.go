@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 )
 
@@ -46,6 +47,7 @@ type Sampler struct {
 	cfg  SamplerConfig
 	rng  *rand.Rand
 	cand []candidate
+	top  []candidate // topK's heap
 }
 
 type candidate struct {
@@ -77,11 +79,17 @@ func Greedy(logits []float32) int32 {
 // repeat penalty). It does not modify logits.
 func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 	c := s.cfg
+	penalty := c.RepeatPenalty != 1 && c.RepeatLastN > 0
+	if c.Temp <= 0 && !penalty {
+		return Greedy(logits)
+	}
 	s.cand = s.cand[:0]
+	nan := false
 	for i, l := range logits {
 		s.cand = append(s.cand, candidate{id: int32(i), logit: l})
+		nan = nan || l != l
 	}
-	if c.RepeatPenalty != 1 && c.RepeatLastN > 0 {
+	if penalty {
 		seen := map[int32]bool{}
 		for i := max(0, len(history)-c.RepeatLastN); i < len(history); i++ {
 			t := history[i]
@@ -105,10 +113,31 @@ func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 		}
 		return s.cand[best].id
 	}
-	sort.SliceStable(s.cand, func(i, j int) bool { return s.cand[i].logit > s.cand[j].logit })
 	cand := s.cand
-	if c.TopK > 0 && c.TopK < len(cand) {
-		cand = cand[:c.TopK]
+	if c.TopK > 0 && c.TopK < len(cand) && !nan {
+		// The k best alone, in the order the whole sort gives them.
+		cand = s.topK(c.TopK)
+	} else {
+		if nan {
+			// No order holds with a NaN: the sort Sample always made.
+			sort.SliceStable(cand, func(i, j int) bool { return cand[i].logit > cand[j].logit })
+		} else {
+			// The stable sort's order, as a total one (equal logits by
+			// id), so that an unstable sort gives it: the reflective
+			// stable sort took 44 ms for 32000 candidates on the CI kind.
+			slices.SortFunc(cand, func(a, b candidate) int {
+				switch {
+				case a.logit > b.logit:
+					return -1
+				case a.logit < b.logit:
+					return 1
+				}
+				return int(a.id - b.id)
+			})
+		}
+		if c.TopK > 0 && c.TopK < len(cand) {
+			cand = cand[:c.TopK]
+		}
 	}
 	softmax(cand, 1)
 	if c.TopP < 1 {
@@ -131,6 +160,49 @@ func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 		}
 	}
 	return cand[len(cand)-1].id
+}
+
+// topK returns the k best of s.cand (NaN-free, in id order) in the order a
+// stable sort by descending logit puts them first (equal logits by id):
+// a heap of the k best so far, its root the worst of them, then those k
+// sorted. For a vocabulary of 32000 and k of 40 this takes a fraction of
+// the whole sort (BenchmarkSample).
+func (s *Sampler) topK(k int) []candidate {
+	// worse reports whether a comes after b in the sorted order.
+	worse := func(a, b candidate) bool { return a.logit < b.logit || a.logit == b.logit && a.id > b.id }
+	h := s.top[:0]
+	down := func(i int) {
+		for {
+			w, l, r := i, 2*i+1, 2*i+2
+			if l < len(h) && worse(h[l], h[w]) {
+				w = l
+			}
+			if r < len(h) && worse(h[r], h[w]) {
+				w = r
+			}
+			if w == i {
+				return
+			}
+			h[i], h[w] = h[w], h[i]
+			i = w
+		}
+	}
+	for _, x := range s.cand {
+		if len(h) < k {
+			h = append(h, x)
+			for i := len(h) - 1; i > 0 && worse(h[i], h[(i-1)/2]); i = (i - 1) / 2 {
+				h[i], h[(i-1)/2] = h[(i-1)/2], h[i]
+			}
+			continue
+		}
+		if worse(h[0], x) {
+			h[0] = x
+			down(0)
+		}
+	}
+	sort.Slice(h, func(i, j int) bool { return worse(h[j], h[i]) })
+	s.top = h
+	return h
 }
 
 // softmax fills p of candidates sorted by descending logit, at temperature t.
