@@ -18,7 +18,8 @@ type GenerateOptions struct {
 	OnText func(string)
 }
 
-// Timings are the wall-clock costs of a generation.
+// Timings are the wall-clock costs of a generation. Decoding counts each
+// step after the prompt and the picking of every token.
 type Timings struct {
 	PrefillMs     float64 `json:"prefill_ms"`
 	DecodeMs      float64 `json:"decode_ms"`
@@ -85,7 +86,10 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 	for len(r.Tokens) < o.MaxTokens {
 		id := next
 		if id < 0 {
+			// Picking a token counts as decoding (llama.cpp times it apart).
+			t := time.Now()
 			id = s.Sample(logits, history)
+			decodeTime += time.Since(t)
 		}
 		if tok.IsEOG(id) {
 			r.StopReason = "eos"
