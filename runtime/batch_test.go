@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -183,5 +184,41 @@ func TestForwardGreedy(t *testing.T) {
 	}
 	if !slices.Equal(got.Tokens, want.Tokens) || a.picks-before != got.Timings.DecodedTokens || got.Timings.DecodedTokens == 0 {
 		t.Fatalf("Generate: %v with %d device picks for %d decoded tokens, want %v", got.Tokens, a.picks-before, got.Timings.DecodedTokens, want.Tokens)
+	}
+}
+
+// TestEngineGreedyPicksOnDevice checks that an engine's greedy decode of one
+// sequence picks each token on the device that holds the logits
+// (ForwardSeqGreedy), with the tokens Generate gives.
+func TestEngineGreedyPicksOnDevice(t *testing.T) {
+	m := builtinModel(t)
+	ref, err := NewExecutor(m, cpu.New("cpu", 1), 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := SamplerConfig{TopP: 1, RepeatPenalty: 1}
+	want, err := ref.Generate(GenerateOptions{Prompt: "Once upon a time", MaxTokens: 16, Sampler: sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &argmaxer{Device: cpu.New("cpu", 1)}
+	x, err := NewExecutor(m, a, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(x, EngineOptions{Slots: 1, Queue: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	var got []int32
+	if _, err := e.Generate(context.Background(), Request{Prompt: want.PromptTokens, MaxTokens: 16, Sampler: sc},
+		func(id int32) bool { got = append(got, id); return true }); err != nil {
+		t.Fatal(err)
+	}
+	// The first token comes from the prompt's logits, each later one from
+	// a decode step's pick on the device.
+	if !slices.Equal(got, want.Tokens) || len(got) < 2 || a.picks != len(got)-1 {
+		t.Fatalf("engine gave %v with %d picks on the device, Generate %v", got, a.picks, want.Tokens)
 	}
 }

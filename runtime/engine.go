@@ -438,12 +438,17 @@ func (e *Engine) start(j *job) bool {
 // emit samples slot s's next token from logits and hands it over, or ends
 // the job; it reports whether the job goes on.
 func (e *Engine) emit(s *slot, logits []float32) bool {
+	return e.emitID(s, s.sampler.Sample(logits, s.history))
+}
+
+// emitID hands over id, slot s's next token, or ends the job; it reports
+// whether the job goes on.
+func (e *Engine) emitID(s *slot, id int32) bool {
 	j := s.job
 	if e.cancelled(j) {
 		e.end(s, FinishCancelled, nil)
 		return false
 	}
-	id := s.sampler.Sample(logits, s.history)
 	if e.x.m.Tokenizer.IsEOG(id) {
 		e.end(s, FinishStop, nil)
 		return false
@@ -480,7 +485,19 @@ func (e *Engine) step() {
 	case 0:
 		return
 	case 1:
+		// One sequence: a greedy pick is made where the logits are
+		// (ForwardSeqGreedy), and only the token comes back.
 		s := act[0]
+		if s.sampler.Greedy() {
+			id, err := e.x.ForwardSeqGreedy([]int32{s.next}, len(s.cached), s.base)
+			if err != nil {
+				e.end(s, "", err)
+				return
+			}
+			s.cached = append(s.cached, s.next)
+			e.emitID(s, id)
+			return
+		}
 		logits, err := e.x.ForwardSeq([]int32{s.next}, len(s.cached), s.base)
 		if err != nil {
 			e.end(s, "", err)

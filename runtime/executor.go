@@ -381,10 +381,16 @@ func (e *Executor) ForwardRows(tokens []int32, rows []ops.Row) ([]float32, error
 // holds the logits picks it itself (devices.Argmaxer), only the token id
 // comes back to the host.
 func (e *Executor) ForwardGreedy(tokens []int32, pos int) (int32, error) {
+	return e.ForwardSeqGreedy(tokens, pos, 0)
+}
+
+// ForwardSeqGreedy is ForwardGreedy for the sequence whose KV cache cells
+// start at base (ForwardSeq).
+func (e *Executor) ForwardSeqGreedy(tokens []int32, pos, base int) (int32, error) {
 	if err := e.m.File.Check(); err != nil {
 		return 0, fmt.Errorf("runtime: %w", err)
 	}
-	st := ops.Step{Tokens: tokens, Pos: pos}
+	st := ops.Step{Tokens: tokens, Pos: pos, Base: base}
 	c, err := e.runStep(st)
 	if err == nil {
 		out := c.dev[c.g.Ops[len(c.g.Ops)-1].ID]

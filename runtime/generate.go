@@ -80,8 +80,7 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 	var decodeTime time.Duration
 	// A pure greedy pick (no temperature, no repeat penalty) is the
 	// largest logit: ForwardGreedy lets the device pick it.
-	c := o.Sampler
-	greedy := c.Temp <= 0 && (c.RepeatPenalty == 1 || c.RepeatLastN <= 0)
+	greedy := s.Greedy()
 	next := int32(-1)
 	for len(r.Tokens) < o.MaxTokens {
 		id := next

@@ -75,6 +75,14 @@ func Greedy(logits []float32) int32 {
 	return int32(best)
 }
 
+// Greedy reports whether the sampler picks the largest logit whatever the
+// history (no temperature, no repeat penalty), so that a device may pick it
+// (Executor.ForwardGreedy).
+func (s *Sampler) Greedy() bool {
+	c := s.cfg
+	return c.Temp <= 0 && (c.RepeatPenalty == 1 || c.RepeatLastN <= 0)
+}
+
 // Sample picks the next token from logits given the tokens so far (for the
 // repeat penalty). It does not modify logits.
 func (s *Sampler) Sample(logits []float32, history []int32) int32 {
