@@ -299,14 +299,14 @@ func (d *Device) do(f func() error) error {
 	q := d.queue
 	d.work <- item{f: func() error {
 		var qerr error
-		if len(q) > 0 {
+		if len(q) > 0 && debugGraph {
 			t0 := time.Now()
 			qerr = d.flush(q)
-			if debugGraph {
-				d.stats.queue += t0.Sub(d.stats.queued)
-				d.stats.flush += time.Since(t0)
-				d.stats.flushes++
-			}
+			d.stats.queue += t0.Sub(d.stats.queued)
+			d.stats.flush += time.Since(t0)
+			d.stats.flushes++
+		} else if len(q) > 0 {
+			qerr = d.flush(q)
 		}
 		err := errors.Join(qerr, f())
 		if debugGraph {
