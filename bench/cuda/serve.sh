@@ -10,7 +10,10 @@
 # into .device/mg/lcpp, with the scripts/ folder llama-server's build needs),
 # prep (there: build llama-server and llama-batched-bench with CUDA and the
 # FlashAttention kernels in the background, synthesize the models, wait for
-# the build up to WAIT seconds), run. The device machine goes back 30 s after
+# the build up to WAIT seconds), run. llama-server is built for any x86-64
+# with AVX2 (GGML_NATIVE=OFF): the twelfth session's native build stopped
+# with "Illegal instruction" at start; with every layer on the GPU its CPU
+# code does not set the pace. The device machine goes back 30 s after
 # a call ends, so prep (about 6 minutes) and run belong in one call:
 #   WAIT=540 bash bench/cuda/serve.sh prep && bash bench/cuda/serve.sh run
 set -u
@@ -26,7 +29,7 @@ prep() {
     cat >/tmp/build-server.sh <<'EOS'
 D=/tmp/lcpp-srv; mkdir -p $D && tar -xzf .device/mg/lcpp/lcpp.tgz -C $D
 cmake -S $D -B $D/build -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DGGML_CUDA_FA=ON -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON \
+  -DGGML_CUDA_FA=ON -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_CUDA_NCCL=OFF >$D/cmake.log 2>&1
 cmake --build $D/build -j"$(nproc)" --target llama-server llama-batched-bench >$D/build.log 2>&1
 EOS
@@ -58,7 +61,7 @@ one() {
     $S -m $m -ngl 99 -np $n -c $CTX --port $port >/tmp/srv.out 2>/tmp/srv.err &
   fi
   pid=$!
-  if ! waitup http://127.0.0.1:$port $pid; then echo "$name did not start"; tail -5 /tmp/srv.err; kill $pid 2>/dev/null; return; fi
+  if ! waitup http://127.0.0.1:$port $pid; then echo "$name did not start"; tail -20 /tmp/srv.err; kill $pid 2>/dev/null; return; fi
   $L --url http://127.0.0.1:$port/v1 --streams 1 --requests 1 --max-tokens 8 --prompt-tokens $PROMPT >/dev/null 2>&1
   $L --url http://127.0.0.1:$port/v1 --streams $n --requests $((n < 2 ? 4 : 2 * n)) --max-tokens $MAXT --prompt-tokens $PROMPT --json >/tmp/res/$name.s$n.json 2>/tmp/res/$name.s$n.err || tail -3 /tmp/res/$name.s$n.err
   kill -TERM $pid; wait $pid 2>/dev/null

@@ -137,15 +137,22 @@ func TestMatMul(t *testing.T) {
 			case shapes[1]:
 				ns = append(ns, 300) // 128-token tiles, the last one partial
 			}
+			if mvtTypes[typ] > 0 {
+				ns = append(ns, 5, 27) // the tensor-core batch (mvt): a partial tile of 16, two tiles
+			}
 			type run struct {
-				n  int
-				q8 bool // the prefill on 8-bit tensor cores (useMMQ)
+				n    int
+				q8   bool // the prefill on 8-bit tensor cores (useMMQ)
+				dp4a bool // a batch of mvtTypes on mvb, not mvt (useMVT off)
 			}
 			var runs []run
 			for _, n := range ns {
-				runs = append(runs, run{n, false})
+				runs = append(runs, run{n, false, false})
 				if n >= mmtMin && mmqTypes[typ] && sh.cols%mmqStep == 0 {
-					runs = append(runs, run{n, true})
+					runs = append(runs, run{n, true, false})
+				}
+				if n == 13 && mvtTypes[typ] > 0 {
+					runs = append(runs, run{n, false, true})
 				}
 			}
 			for _, rn := range runs {
@@ -154,9 +161,12 @@ func TestMatMul(t *testing.T) {
 				if q8 {
 					name += "/mmq"
 				}
+				if rn.dp4a {
+					name += "/mvb"
+				}
 				t.Run(name, func(t *testing.T) {
-					defer func(v bool) { useMMQ = v }(useMMQ)
-					useMMQ = q8
+					defer func(v, w bool) { useMMQ, useMVT = v, w }(useMMQ, useMVT)
+					useMMQ, useMVT = q8, !rn.dp4a
 					x := verify.RandVec(r, n*sh.cols)
 					op := &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}
 					got := runOp(t, g, op, ops.Step{}, data, n*sh.rows, x)
@@ -645,6 +655,16 @@ func TestBandwidth(t *testing.T) {
 		for _, n := range batches {
 			pn := timeRuns(xn[n].(*Buffer), yn[n].(*Buffer), 100)
 			line += fmt.Sprintf(" n=%d %.1f µs (%.2f× n=1)", n, pn.Seconds()*1e6, pn.Seconds()/per.Seconds())
+		}
+		if mvtTypes[typ] > 0 {
+			// The same batches on dp4a (mvb), for the tensor cores' gain.
+			line += "; on mvb:"
+			useMVT = false
+			for _, n := range batches[:len(batches)-1] {
+				pn := timeRuns(xn[n].(*Buffer), yn[n].(*Buffer), 100)
+				line += fmt.Sprintf(" n=%d %.1f µs", n, pn.Seconds()*1e6)
+			}
+			useMVT = true
 		}
 		t.Log(line)
 	}

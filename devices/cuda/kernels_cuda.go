@@ -67,6 +67,7 @@ type typed struct {
 	mmq, mmq64, mmq32      kernel // the same on 8-bit inputs (kernels/mmq.cu), for mmqTypes only; zero for the others
 	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
 	mvb, xq                kernel // mat-vecs of several rows on 8-bit activations, and their quantization (kernels/fused.cu)
+	mvt, mvt2              kernel // mvb on 8-bit tensor cores for up to 16 and 32 rows (kernels/fused.cu), for mvtTypes only
 }
 
 // kernels are one context's loaded functions, looked up once.
@@ -158,6 +159,14 @@ func loadKernels() (*kernels, error) {
 		}
 		if err := allowShared(tk.mvb, mvbShared); err != nil {
 			return nil, err
+		}
+		if mvtTypes[t] > 0 {
+			if tk.mvt, err = get(fm, "mvt_"+n); err != nil {
+				return nil, err
+			}
+			if tk.mvt2, err = get(fm, "mvt2_"+n); err != nil {
+				return nil, err
+			}
 		}
 		for _, m := range []kernel{tk.mmt, tk.mmt64, tk.mmt32} {
 			if err := allowShared(m, mmtSharedMax); err != nil {

@@ -373,3 +373,282 @@ __device__ __forceinline__ void mvb(const uint8_t *xq, int xs, int n, int nr, in
 		if (D8<id>::block) mvb<id>(xq, xs, n, nr, rw, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2);                                          \
 	}
 FOR_TYPES(MVB)
+
+// mvt_<type> (and mvt2_<type>): mvb's product on 8-bit tensor cores, for
+// up to 16 (32) activation rows, each row's result bit for bit the decode
+// mat-vec's. The activations are xq_<type>'s rows (as mvb's); a block's
+// integer sums come from mma (exact, like dp4a's), and every float step of
+// row_dotq is redone in its order: the decode warp's lane group g (of
+// per = 32/TPB) adds the terms D8<T>::fin of blocks g, g+per, … in turn, and
+// the groups are then added by butterfly (g with g^(per/2), then
+// g^(per/4), …, and +0 from the TPB-1 idle lanes of each group).
+//
+// A block of four warps takes 8 weight rows (the mma's B, n = 8, read
+// straight from the weights: lane l's row l/4) and all activation rows (A,
+// m = 16 a tile, from L1); warp w takes the decode's groups g ≡ w (mod 4),
+// NJ = per/4 of them, with a running sum each, so that the block reads
+// each weight byte once and in order. A warp's groups are added as the
+// butterfly's first levels add them; the four warps' sums, as its last
+// two, (V0 + V2) + (V1 + V3). Within a 32-element block the mma's k order
+// is free (the sum is exact), so lane t takes elements 8t..8t+7: one 8-byte
+// load of each activation row.
+#define MVT_WARPS 4
+
+// s4 turns four nibbles n (in bytes) into the int8s n-8; s6 turns four
+// 6-bit values q into q-32.
+__device__ __forceinline__ uint32_t s4(uint32_t v) { return ((v & NIB) + 0x78787878u) ^ 0x80808080u; }
+__device__ __forceinline__ uint32_t s6(uint32_t q) { return (q + 0x60606060u) ^ 0x80808080u; }
+
+// XT locates the parts of xq_<type>'s rows: quants at 0, d at d, the sums
+// of 16 (bs) at s bytes from a row's start.
+struct XT {
+	int d, s;
+};
+
+__device__ __forceinline__ float xd(const uint8_t *x, XT o, int b) { return ((const float *)(x + o.d))[b]; }
+
+// a32 is the A operand of the 32 activations from element e of rows x0
+// (the tile's row l/4) and x1 (l/4+8), lane t taking elements 8t..8t+7.
+__device__ __forceinline__ void a32(const uint8_t *x0, const uint8_t *x1, int e, int tig, uint32_t *a) {
+	uint2 u = *(const uint2 *)(x0 + xo(e + 8 * tig)), v = *(const uint2 *)(x1 + xo(e + 8 * tig));
+	a[0] = u.x, a[1] = v.x, a[2] = u.y, a[3] = v.y;
+}
+
+// TC<T> is weight type T in mvt: term gives block b's float terms f[mt][i]
+// of the lane's pairs of each activation tile mt: i = 0 (activation row
+// l/4, weight row 2t), 1 (l/4, 2t+1), 2 (l/4+8, 2t), 3 (l/4+8, 2t+1),
+// with t = l%4; bB is block b of the lane's B row (l/4), bC0 and bC1 of
+// weight rows 2t and 2t+1, x[mt] the two activation rows.
+template <int T> struct TC {
+	static const bool ok = false;
+	template <int MT>
+	static __device__ __forceinline__ void term(const uint8_t *, const uint8_t *, const uint8_t *, const uint8_t *const (&)[MT][2], XT, int, int,
+	                                            float (&f)[MT][4]) {}
+};
+
+// tcDM is the term of the 32-element types whose fin is d_w·d_x·dot (Q4_0,
+// Q8_0), given the B operand b0, b1.
+template <int MT>
+__device__ __forceinline__ void tcDM(uint32_t b0, uint32_t b1, const uint8_t *bC0, const uint8_t *bC1, const uint8_t *const (&x)[MT][2], XT o, int b,
+                                     int tig, float (&f)[MT][4]) {
+	float d0 = f16(bC0), d1 = f16(bC1);
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++) {
+		uint32_t a[4];
+		int c[4];
+		a32(x[mt][0], x[mt][1], 32 * b, tig, a);
+		mma_s8k32(c, a, b0, b1);
+		float x0 = xd(x[mt][0], o, b), x1 = xd(x[mt][1], o, b);
+		f[mt][0] = fmd(d0, x0, (float)c[0]), f[mt][1] = fmd(d1, x0, (float)c[1]);
+		f[mt][2] = fmd(d0, x1, (float)c[2]), f[mt][3] = fmd(d1, x1, (float)c[3]);
+	}
+}
+
+// Q4_0: elements 8t.. are the low nibbles of bytes 8t.. (t < 2) or the
+// high nibbles of bytes 8(t-2).., as n-8: the decode's Σnx - 8Σx.
+template <> struct TC<T_Q4_0> {
+	static const bool ok = true;
+	template <int MT>
+	static __device__ __forceinline__ void term(const uint8_t *bB, const uint8_t *bC0, const uint8_t *bC1, const uint8_t *const (&x)[MT][2], XT o, int b,
+	                                            int tig, float (&f)[MT][4]) {
+		const uint8_t *q = bB + 2 + 8 * (tig & 1);
+		int sh = 4 * (tig >> 1);
+		tcDM<MT>(s4(w16x2(q) >> sh), s4(w16x2(q + 4) >> sh), bC0, bC1, x, o, b, tig, f);
+	}
+};
+
+template <> struct TC<T_Q8_0> {
+	static const bool ok = true;
+	template <int MT>
+	static __device__ __forceinline__ void term(const uint8_t *bB, const uint8_t *bC0, const uint8_t *bC1, const uint8_t *const (&x)[MT][2], XT o, int b,
+	                                            int tig, float (&f)[MT][4]) {
+		const uint8_t *q = bB + 2 + 8 * tig;
+		tcDM<MT>(w16x2(q), w16x2(q + 4), bC0, bC1, x, o, b, tig, f);
+	}
+};
+
+// Q4_K: sub-block j's sums p_j by mma on the raw nibbles (bytes 32(j/2)..
+// of the quants, low nibbles for even j); dot = Σ sc_j·p_j and off =
+// Σ m_j·(Σx of j's two sixteens), as partK's lanes add them; fin as finK.
+template <> struct TC<T_Q4_K> {
+	static const bool ok = true;
+	template <int MT>
+	static __device__ __forceinline__ void term(const uint8_t *bB, const uint8_t *bC0, const uint8_t *bC1, const uint8_t *const (&x)[MT][2], XT o, int b,
+	                                            int tig, float (&f)[MT][4]) {
+		uint32_t s0 = u32(bC0 + 4), s1 = u32(bC0 + 8), s2 = u32(bC0 + 12);
+		uint32_t t0 = u32(bC1 + 4), t1 = u32(bC1 + 8), t2 = u32(bC1 + 12);
+		int dot[MT][4], off[MT][4];
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int i = 0; i < 4; i++) dot[mt][i] = 0, off[mt][i] = 0;
+#pragma unroll
+		for (int c2 = 0; c2 < 4; c2++) {
+			uint2 w = *(const uint2 *)(bB + 16 + 32 * c2 + 8 * tig);
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				int j = 2 * c2 + h, sc0, m0, sc1, m1;
+				uint32_t b0 = w.x >> (4 * h) & NIB, b1 = w.y >> (4 * h) & NIB;
+				scaleMinK4w(j, s0, s1, s2, sc0, m0);
+				scaleMinK4w(j, t0, t1, t2, sc1, m1);
+#pragma unroll
+				for (int mt = 0; mt < MT; mt++) {
+					uint32_t a[4];
+					int c[4];
+					a32(x[mt][0], x[mt][1], 256 * b + 32 * j, tig, a);
+					mma_s8k32(c, a, b0, b1);
+					uint32_t u = *(const uint32_t *)(x[mt][0] + o.s + 2 * (16 * b + 2 * j));
+					uint32_t v = *(const uint32_t *)(x[mt][1] + o.s + 2 * (16 * b + 2 * j));
+					int xs0 = (int)(short)(u & 0xffff) + (int)(short)(u >> 16), xs1 = (int)(short)(v & 0xffff) + (int)(short)(v >> 16);
+					dot[mt][0] += sc0 * c[0], dot[mt][1] += sc1 * c[1], dot[mt][2] += sc0 * c[2], dot[mt][3] += sc1 * c[3];
+					off[mt][0] += m0 * xs0, off[mt][1] += m1 * xs0, off[mt][2] += m0 * xs1, off[mt][3] += m1 * xs1;
+				}
+			}
+		}
+		float d0 = f16(bC0), m0 = f16(bC0 + 2), d1 = f16(bC1), m1 = f16(bC1 + 2);
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++) {
+			float x0 = xd(x[mt][0], o, b), x1 = xd(x[mt][1], o, b);
+			f[mt][0] = __fmul_rn(x0, __fsub_rn(__fmul_rn(d0, (float)dot[mt][0]), __fmul_rn(m0, (float)off[mt][0])));
+			f[mt][1] = __fmul_rn(x0, __fsub_rn(__fmul_rn(d1, (float)dot[mt][1]), __fmul_rn(m1, (float)off[mt][1])));
+			f[mt][2] = __fmul_rn(x1, __fsub_rn(__fmul_rn(d0, (float)dot[mt][2]), __fmul_rn(m0, (float)off[mt][2])));
+			f[mt][3] = __fmul_rn(x1, __fsub_rn(__fmul_rn(d1, (float)dot[mt][3]), __fmul_rn(m1, (float)off[mt][3])));
+		}
+	}
+};
+
+// Q6_K: each sixteen G of elements 16G.. (half G/8, chunk κ = (G%8)/2,
+// bytes 16(G%2)..) by a k16 mma on q-32; dot = Σ sc_G·p_G as the decode's
+// Σ sc·(Σqx - 32Σx); fin d_x·d_w·dot.
+template <> struct TC<T_Q6_K> {
+	static const bool ok = true;
+	template <int MT>
+	static __device__ __forceinline__ void term(const uint8_t *bB, const uint8_t *bC0, const uint8_t *bC1, const uint8_t *const (&x)[MT][2], XT o, int b,
+	                                            int tig, float (&f)[MT][4]) {
+		int dot[MT][4];
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int i = 0; i < 4; i++) dot[mt][i] = 0;
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++)
+#pragma unroll
+			for (int par = 0; par < 2; par++) {
+				const uint8_t *ql = bB + 64 * hf + 16 * par + 4 * tig;
+				uint32_t L0 = w16x2(ql), L1 = w16x2(ql + 32), H = w16x2(bB + 128 + 32 * hf + 16 * par + 4 * tig);
+#pragma unroll
+				for (int k = 0; k < 4; k++) {
+					int G = 8 * hf + 2 * k + par;
+					uint32_t l = k & 1 ? L1 : L0;
+					uint32_t bq = s6((l >> (4 * (k >> 1)) & NIB) | (H >> (2 * k) & 0x03030303u) << 4);
+					int sc0 = (int8_t)bC0[192 + G], sc1 = (int8_t)bC1[192 + G];
+#pragma unroll
+					for (int mt = 0; mt < MT; mt++) {
+						int c[4], e = 256 * b + 16 * G + 4 * tig;
+						mma_s8k16(c, *(const uint32_t *)(x[mt][0] + xo(e)), *(const uint32_t *)(x[mt][1] + xo(e)), bq);
+						dot[mt][0] += sc0 * c[0], dot[mt][1] += sc1 * c[1], dot[mt][2] += sc0 * c[2], dot[mt][3] += sc1 * c[3];
+					}
+				}
+			}
+		float d0 = f16(bC0 + 208), d1 = f16(bC1 + 208);
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++) {
+			float x0 = xd(x[mt][0], o, b), x1 = xd(x[mt][1], o, b);
+			f[mt][0] = fmd(x0, d0, (float)dot[mt][0]), f[mt][1] = fmd(x0, d1, (float)dot[mt][1]);
+			f[mt][2] = fmd(x1, d0, (float)dot[mt][2]), f[mt][3] = fmd(x1, d1, (float)dot[mt][3]);
+		}
+	}
+};
+
+// mvtRow is weight row r of the ranges W0 (r0 rows), W1 (r1), W2.
+__device__ __forceinline__ const uint8_t *mvtRow(int r, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, int r0, int r1) {
+	return r < r0 ? W0 + r * rb : r < r0 + r1 ? W1 + (r - r0) * rb : W2 + (r - r0 - r1) * rb;
+}
+
+template <int T, int MT>
+__device__ __forceinline__ void mvt(const uint8_t *xq, int xs, int n, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb,
+                                    float *Y0, float *Y1, float *Y2, int r0, int r1, int r2) {
+	typedef D8<T> D;
+	const int per = 32 / D::TPB, NJ = per / MVT_WARPS;
+	__shared__ float part[MVT_WARPS][MT][4][32];
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+	int total = r0 + r1 + r2, row0 = blockIdx.x * 8;
+	// Rows past the last are read as the last, and not written.
+	const uint8_t *bB = mvtRow(min(row0 + g, total - 1), W0, W1, W2, rb, r0, r1);
+	const uint8_t *bC0 = mvtRow(min(row0 + 2 * tig, total - 1), W0, W1, W2, rb, r0, r1);
+	const uint8_t *bC1 = mvtRow(min(row0 + 2 * tig + 1, total - 1), W0, W1, W2, rb, r0, r1);
+	const uint8_t *x[MT][2];
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) x[mt][h] = xq + (long long)min(16 * mt + 8 * h + g, n - 1) * xs;
+	XT o;
+	o.d = cols + 16 * ((cols + 255) / 256), o.s = o.d + 4 * (cols / 32); // xq_at's layout
+	float acc[NJ][MT][4];
+#pragma unroll
+	for (int j = 0; j < NJ; j++)
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int i = 0; i < 4; i++) acc[j][mt][i] = 0;
+	int nb = cols / D::block, iters = (nb + per - 1) / per;
+	for (int it = 0; it < iters; it++) {
+#pragma unroll
+		for (int j = 0; j < NJ; j++) {
+			int b = it * per + warp + MVT_WARPS * j;
+			if (b >= nb) break; // the same for the whole warp
+			float f[MT][4];
+			long long at = (long long)b * D::bytes;
+			TC<T>::template term<MT>(bB + at, bC0 + at, bC1 + at, x, o, b, tig, f);
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+				for (int i = 0; i < 4; i++) acc[j][mt][i] = __fadd_rn(acc[j][mt][i], f[mt][i]);
+		}
+	}
+#pragma unroll
+	for (int m = NJ / 2; m >= 1; m >>= 1)
+#pragma unroll
+		for (int j = 0; j < m; j++)
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+				for (int i = 0; i < 4; i++) acc[j][mt][i] = __fadd_rn(acc[j][mt][i], acc[j + m][mt][i]);
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int i = 0; i < 4; i++) part[warp][mt][i][lane] = acc[0][mt][i];
+	__syncthreads();
+	if (warp != 0) return;
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			float v = __fadd_rn(__fadd_rn(part[0][mt][i][lane], part[2][mt][i][lane]), __fadd_rn(part[1][mt][i][lane], part[3][mt][i][lane]));
+			if (D::TPB > 1) v = __fadd_rn(v, 0.0f);
+			int t = 16 * mt + 8 * (i >> 1) + g, row = row0 + 2 * tig + (i & 1);
+			if (t >= n || row >= total) continue;
+			if (row < r0)
+				Y0[(long long)t * r0 + row] = v;
+			else if (row < r0 + r1)
+				Y1[(long long)t * r1 + row - r0] = v;
+			else
+				Y2[(long long)t * r2 + row - r0 - r1] = v;
+		}
+}
+
+#define MVT(id, name)                                                                                                                           \
+	extern "C" __global__ void __launch_bounds__(32 * MVT_WARPS)                                                                                \
+	    mvt_##name(const uint8_t *xq, int xs, int n, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, float *Y0, \
+	               float *Y1, float *Y2, int r0, int r1, int r2) {                                                                              \
+		mvt<id, 1>(xq, xs, n, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2);                                                                   \
+	}                                                                                                                                           \
+	extern "C" __global__ void __launch_bounds__(32 * MVT_WARPS)                                                                                \
+	    mvt2_##name(const uint8_t *xq, int xs, int n, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, float *Y0, \
+	                float *Y1, float *Y2, int r0, int r1, int r2) {                                                                             \
+		mvt<id, 2>(xq, xs, n, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2);                                                                   \
+	}
+MVT(T_Q4_0, q4_0)
+MVT(T_Q8_0, q8_0)
+MVT(T_Q4_K, q4_k)
+MVT(T_Q6_K, q6_k)

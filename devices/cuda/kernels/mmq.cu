@@ -42,18 +42,6 @@
 #define MQ_MIN 1  // y += c·d_w·d_x + m_w·s_x
 #define MQ_S16 2  // y += c_lo·d_w·sc_lo·d_x + c_hi·d_w·sc_hi·d_x
 
-__device__ __forceinline__ void mma_s8k32(int *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-	asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
-	             : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
-}
-
-__device__ __forceinline__ void mma_s8k16(int *c, uint32_t a0, uint32_t a1, uint32_t b0) {
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"
-	             : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-	             : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
-}
-
 // MQ<T> decodes weight type T for mmq: half(raw, j, h, q) writes the 16
 // 8-bit integers of elements 16h..16h+15 of 32-element block j (0..7) of a
 // chunk of 256 columns whose bytes start at raw, four to a word in element

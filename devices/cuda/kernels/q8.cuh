@@ -535,3 +535,19 @@ __device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x
 		y[r] = s;
 	}
 }
+
+// mma_s8k32 and mma_s8k16 are one warp's 8-bit tensor-core products c = A·B
+// (m16n8k32 and m16n8k16, s8 inputs, s32 sums from zero), in PTX's fragment
+// layouts: lane l holds A's rows l/4 and l/4+8, B's column l/4, and C's
+// rows l/4 and l/4+8 at columns 2(l%4) and 2(l%4)+1.
+__device__ __forceinline__ void mma_s8k32(int *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+	asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+	             : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
+}
+
+__device__ __forceinline__ void mma_s8k16(int *c, uint32_t a0, uint32_t a1, uint32_t b0) {
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"
+	             : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+	             : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
+}
