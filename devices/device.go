@@ -153,13 +153,14 @@ type Batcher interface {
 	RunAll(st ops.Step, calls []Call) error
 }
 
-// Argmaxer is a device that picks the largest of a buffer's first n
-// elements itself, so that a greedy step reads back a token id instead of a
-// row of logits: the index of the largest, the first on ties, as a loop
-// that moves to i where x[i] > x[best] picks it (NaNs are never picked; a
-// NaN at 0 is). Like Read, it waits for the ops run before it.
+// Argmaxer is a device that picks the largest element of each row of a
+// buffer itself, so that a greedy step reads back token ids instead of rows
+// of logits: ids[r] is the index in row r (elements r·n .. r·n+n-1) of its
+// largest, the first on ties, as a loop that moves to i where x[i] > x[best]
+// picks it (NaNs are never picked; a NaN at 0 is). Like Read, it waits for
+// the ops run before it.
 type Argmaxer interface {
-	ReadArgmax(src Buffer, n int) (int32, error)
+	ReadArgmax(src Buffer, n int, ids []int32) error
 }
 
 // MemoryPeak is the most memory a device has held at once, by what held it,

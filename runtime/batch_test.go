@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 
 	"hybrid/devices"
@@ -105,19 +106,22 @@ type argmaxer struct {
 	picks int
 }
 
-func (a *argmaxer) ReadArgmax(src devices.Buffer, n int) (int32, error) {
-	a.picks++
-	x := make([]float32, n)
+func (a *argmaxer) ReadArgmax(src devices.Buffer, n int, ids []int32) error {
+	a.picks += len(ids)
+	x := make([]float32, n*len(ids))
 	if err := a.Read(x, src); err != nil {
-		return 0, err
+		return err
 	}
-	best := 0
-	for i := range x {
-		if x[i] > x[best] {
-			best = i
+	for r := range ids {
+		row, best := x[r*n:(r+1)*n], 0
+		for i := range row {
+			if row[i] > row[best] {
+				best = i
+			}
 		}
+		ids[r] = int32(best)
 	}
-	return int32(best), nil
+	return nil
 }
 
 // TestForwardGreedy checks that ForwardGreedy picks what Greedy picks from
@@ -220,5 +224,117 @@ func TestEngineGreedyPicksOnDevice(t *testing.T) {
 	// a decode step's pick on the device.
 	if !slices.Equal(got, want.Tokens) || len(got) < 2 || a.picks != len(got)-1 {
 		t.Fatalf("engine gave %v with %d picks on the device, Generate %v", got, a.picks, want.Tokens)
+	}
+}
+
+// TestForwardRowsGreedy checks that a batched step's greedy picks are Greedy
+// of each row of ForwardRows' logits, on a device that picks them itself
+// (devices.Argmaxer) and on one that does not, and that an engine's greedy
+// requests, batched or not, pick every token after the first on the device
+// and give Generate's tokens.
+func TestForwardRowsGreedy(t *testing.T) {
+	m := builtinModel(t)
+	const cells = 64
+	prompts := [][]int32{{1, 400, 22}, {1, 17}, {1, 300, 301, 302, 5}}
+	n := len(prompts)
+	plain, err := NewExecutor(m, cpu.New("cpu", 1), n*cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &argmaxer{Device: cpu.New("cpu", 1)}
+	picking, err := NewExecutor(m, a, n*cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewExecutor(m, cpu.New("cpu", 1), n*cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]ops.Row, n)
+	toks := make([]int32, n)
+	for _, e := range []*Executor{plain, picking, other} {
+		for i, p := range prompts {
+			if _, err := e.PrefillSeq(p, 0, i*cells); err != nil {
+				t.Fatal(err)
+			}
+			rows[i], toks[i] = ops.Row{Pos: len(p), Base: i * cells}, int32(5+i)
+		}
+	}
+	var ids []int32
+	for s := range 4 {
+		logits, err := plain.ForwardRows(toks, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := len(logits) / n
+		want := make([]int32, n)
+		for i := range want {
+			want[i] = Greedy(logits[i*v : (i+1)*v])
+		}
+		for k, e := range []*Executor{picking, other} {
+			if ids, err = e.ForwardRowsGreedy(toks, rows, ids); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ids, want) {
+				t.Fatalf("step %d, executor %d: ForwardRowsGreedy %v, Greedy of ForwardRows' rows %v", s, k, ids, want)
+			}
+		}
+		copy(toks, want)
+		for i := range rows {
+			rows[i].Pos++
+		}
+	}
+	if a.picks != 4*n {
+		t.Fatalf("%d picks on the device over 4 steps of %d rows", a.picks, n)
+	}
+	if _, err := picking.ForwardRowsGreedy(toks, rows[:1], nil); err == nil {
+		t.Fatal("a batched step with fewer rows than tokens was taken")
+	}
+
+	// An engine of three slots, three greedy requests at once.
+	sc := SamplerConfig{TopP: 1, RepeatPenalty: 1}
+	x, err := NewExecutor(m, a, n*cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := NewEngine(x, EngineOptions{Slots: n, Queue: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close(context.Background())
+	texts := []string{"Once upon a time", "The cat", "Lily and Tom went to the park. They"}
+	want := make([]*Result, len(texts))
+	for i, p := range texts {
+		ref, err := NewExecutor(m, cpu.New("cpu", 1), cells)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want[i], err = ref.Generate(GenerateOptions{Prompt: p, MaxTokens: 10, Sampler: sc}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([][]int32, len(texts))
+	errs := make([]error, len(texts))
+	a.picks = 0
+	var wg sync.WaitGroup
+	for i := range texts {
+		wg.Go(func() {
+			_, errs[i] = eng.Generate(context.Background(), Request{Prompt: want[i].PromptTokens, MaxTokens: 10, Sampler: sc},
+				func(id int32) bool { got[i] = append(got[i], id); return true })
+		})
+	}
+	wg.Wait()
+	picks := 0
+	for i := range texts {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if !slices.Equal(got[i], want[i].Tokens) {
+			t.Fatalf("request %d: engine gave %v, Generate %v", i, got[i], want[i].Tokens)
+		}
+		picks += len(got[i]) - 1
+	}
+	if a.picks != picks {
+		t.Fatalf("%d picks on the device for %d tokens after the first", a.picks, picks)
 	}
 }

@@ -82,7 +82,8 @@ type Engine struct {
 	opts  EngineOptions
 	queue chan *job
 	slots []slot
-	n     int // each slot's cells
+	n     int     // each slot's cells
+	ids   []int32 // a batched greedy step's picks, reused by the scheduler
 
 	mu     sync.Mutex
 	closed bool
@@ -509,8 +510,27 @@ func (e *Engine) step() {
 	}
 	toks := make([]int32, len(act))
 	rows := make([]ops.Row, len(act))
+	greedy := true
 	for i, s := range act {
 		toks[i], rows[i] = s.next, ops.Row{Pos: len(s.cached), Base: s.base}
+		greedy = greedy && s.sampler.Greedy()
+	}
+	if greedy {
+		// Every row's pick is made where the logits are, and only the
+		// tokens come back (ForwardRowsGreedy).
+		ids, err := e.x.ForwardRowsGreedy(toks, rows, e.ids)
+		if err != nil {
+			for _, s := range act {
+				e.end(s, "", err)
+			}
+			return
+		}
+		e.ids = ids
+		for i, s := range act {
+			s.cached = append(s.cached, s.next)
+			e.emitID(s, ids[i])
+		}
+		return
 	}
 	logits, err := e.x.ForwardRows(toks, rows)
 	if err != nil {

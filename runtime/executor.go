@@ -390,27 +390,58 @@ func (e *Executor) ForwardSeqGreedy(tokens []int32, pos, base int) (int32, error
 	if err := e.m.File.Check(); err != nil {
 		return 0, fmt.Errorf("runtime: %w", err)
 	}
-	st := ops.Step{Tokens: tokens, Pos: pos, Base: base}
+	var id [1]int32
+	if err := e.greedyStep(ops.Step{Tokens: tokens, Pos: pos, Base: base}, id[:]); err != nil {
+		return 0, err
+	}
+	return id[0], nil
+}
+
+// ForwardRowsGreedy is ForwardRows for rows that want only their greedy
+// picks (runtime.Greedy of each row's logits): where the device that holds
+// the logits picks them itself (devices.Argmaxer), only the token ids come
+// back. ids[i] is row i's; it returns ids.
+func (e *Executor) ForwardRowsGreedy(tokens []int32, rows []ops.Row, ids []int32) ([]int32, error) {
+	if err := e.m.File.Check(); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	if len(rows) != len(tokens) {
+		return nil, fmt.Errorf("runtime: a batched step of %d tokens has %d rows", len(tokens), len(rows))
+	}
+	ids = append(ids[:0], make([]int32, len(tokens))...)
+	if err := e.greedyStep(ops.Step{Tokens: tokens, Rows: rows}, ids); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// greedyStep runs step st and puts the greedy pick of each of its logits'
+// rows in ids (one for a sequence's step, whose logits are its last
+// token's; one a row for a batched step).
+func (e *Executor) greedyStep(st ops.Step, ids []int32) error {
 	c, err := e.runStep(st)
 	if err == nil {
 		out := c.dev[c.g.Ops[len(c.g.Ops)-1].ID]
 		if a, ok := out.(devices.Argmaxer); ok {
-			var id int32
-			if id, err = a.ReadArgmax(c.out[c.g.Output], len(e.logits)); err == nil {
+			if err = a.ReadArgmax(c.out[c.g.Output], len(e.logits), ids); err == nil {
 				e.Stats.Steps++
-				return id, nil
+				return nil
 			}
 		} else {
 			var logits []float32
 			if logits, err = e.readLogits(c, st); err == nil {
-				return Greedy(logits), nil
+				v := len(e.logits)
+				for i := range ids {
+					ids[i] = Greedy(logits[i*v : (i+1)*v])
+				}
+				return nil
 			}
 		}
 	}
 	if cerr := e.m.File.Check(); cerr != nil {
-		return 0, fmt.Errorf("runtime: %w (%v)", cerr, err)
+		return fmt.Errorf("runtime: %w (%v)", cerr, err)
 	}
-	return 0, err
+	return err
 }
 
 func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {

@@ -156,7 +156,7 @@ type Device struct {
 	peak   [nMemKinds]int64 // held when used was at its most
 	peakN  int64            // used at its most
 	driver int64            // the GPU's memory in use once the context and kernels were loaded, less used
-	tokens dptr             // the step on the device: its position, then its token ids (ntok of room), then ReadArgmax's result
+	tokens dptr             // the step on the device: its position, then its token ids (ntok of room), then ReadArgmax's results (as many)
 	ntok   int              // token ids tokens has room for
 	rowPos dptr             // a batched step's rows: position and first cell of each (uploadRows)
 	nrow   int              // rows rowPos has room for
@@ -246,7 +246,7 @@ func New(ordinal int) (*Device, error) {
 		if d.stream, err = newStream(); err != nil {
 			return err
 		}
-		if d.tokens, err = d.alloc(4*(1+512+1), memScratch); err != nil {
+		if d.tokens, err = d.alloc(4*(1+2*512), memScratch); err != nil {
 			return err
 		}
 		d.ntok = 512
@@ -675,35 +675,43 @@ func (d *Device) Read(dst []float32, src devices.Buffer) error {
 	})
 }
 
-// argmaxOut is where the argmax kernel writes: the word after the token ids.
+// argmaxOut is where the argmax kernel writes: the ntok words after the
+// token ids.
 func (d *Device) argmaxOut() dptr { return d.tokens + dptr(4*(1+d.ntok)) }
 
-// ReadArgmax implements devices.Argmaxer: the argmax kernel over src's first
-// n elements, then a read of its 4-byte result.
-func (d *Device) ReadArgmax(src devices.Buffer, n int) (int32, error) {
+// ReadArgmax implements devices.Argmaxer: the argmax kernel over len(ids)
+// rows of src, n elements each (a block a row), then a read of their
+// 4-byte results.
+func (d *Device) ReadArgmax(src devices.Buffer, n int, ids []int32) error {
 	b, err := d.buf(src)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if n <= 0 || n > b.n {
-		return 0, fmt.Errorf("cuda: argmax of %d elements of a buffer of %d", n, b.n)
+	rows := len(ids)
+	if n <= 0 || rows == 0 || int64(n)*int64(rows) > int64(b.n) {
+		return fmt.Errorf("cuda: argmax of %d rows of %d elements in a buffer of %d", rows, n, b.n)
 	}
-	var id int32
-	err = d.do(func() error {
-		if err := launch(d.k.argmax, 1, 1, 1024, d.args().ptr(uintptr(b.ptr)).i32(n).ptr(uintptr(d.argmaxOut()))); err != nil {
+	return d.do(func() error {
+		if rows > d.ntok {
+			if err := d.regrowTokens(rows); err != nil {
+				return err
+			}
+		}
+		if err := launch(d.k.argmax, rows, 1, 1024, d.args().ptr(uintptr(b.ptr)).i32(n).ptr(uintptr(d.argmaxOut()))); err != nil {
 			return fmt.Errorf("cuda: argmax: %w", err)
 		}
-		s, err := d.staging(4)
+		s, err := d.staging(4 * rows)
 		if err != nil {
 			return err
 		}
-		if err := memcpyDtoH(d.stage, d.argmaxOut(), 4); err != nil {
+		if err := memcpyDtoH(d.stage, d.argmaxOut(), int64(4*rows)); err != nil {
 			return fmt.Errorf("cuda: argmax: %w", err)
 		}
-		id = int32(binary.LittleEndian.Uint32(s))
+		for i := range ids {
+			ids[i] = int32(binary.LittleEndian.Uint32(s[4*i:]))
+		}
 		return nil
 	})
-	return id, err
 }
 
 // LoadWeights implements devices.WeightsLoader: the weights not yet resident

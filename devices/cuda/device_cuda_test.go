@@ -796,21 +796,51 @@ func TestArgmax(t *testing.T) {
 			if err := g.Write(b, append(slices.Clone(c.x), inf, inf, inf)); err != nil {
 				t.Fatal(err)
 			}
-			got, err := g.ReadArgmax(b, len(c.x))
-			if err != nil {
+			var ids [1]int32
+			if err := g.ReadArgmax(b, len(c.x), ids[:]); err != nil {
 				t.Fatal(err)
 			}
-			if int(got) != want {
+			if got := ids[0]; int(got) != want {
 				t.Fatalf("argmax %d (%g), want %d (%g)", got, c.x[got], want, c.x[want])
 			}
 		})
 	}
-	b, err := g.Alloc(4)
+	// Every row of 1000 at once (a batched step's picks), the cases of
+	// 1000 elements and more cut to their first 1000.
+	const n = 1000
+	var all []float32
+	var want []int32
+	for _, c := range rows {
+		if len(c.x) < n {
+			continue
+		}
+		w := 0
+		for i := range c.x[:n] {
+			if c.x[i] > c.x[w] {
+				w = i
+			}
+		}
+		all, want = append(all, c.x[:n]...), append(want, int32(w))
+	}
+	b, err := g.Alloc(len(all))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Free(b)
-	if _, err := g.ReadArgmax(b, 5); err == nil {
+	if err := g.Write(b, all); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int32, len(want))
+	if err := g.ReadArgmax(b, n, ids); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("rows' argmax %v, want %v", ids, want)
+	}
+	if err := g.ReadArgmax(b, n, make([]int32, len(want)+1)); err == nil {
+		t.Fatal("an argmax of rows past the buffer's end was taken")
+	}
+	if err := g.ReadArgmax(b, len(all)+1, ids[:1]); err == nil {
 		t.Fatal("an argmax past the buffer's end was taken")
 	}
 }

@@ -723,11 +723,9 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 // still read the last step's.
 func (d *Device) uploadStep(pos int, toks []int32) error {
 	if len(toks) > d.ntok {
-		n := max(len(toks), 512)
-		if err := d.regrow(&d.tokens, 4*int64(1+n+1)); err != nil {
+		if err := d.regrowTokens(len(toks)); err != nil {
 			return err
 		}
-		d.ntok = n
 	}
 	s, err := d.staging(4 * (1 + len(toks)))
 	if err != nil {
@@ -741,6 +739,17 @@ func (d *Device) uploadStep(pos int, toks []int32) error {
 		put(1+i, t)
 	}
 	return memcpyHtoD(d.tokens, d.stage, int64(len(s)))
+}
+
+// regrowTokens makes room for n token ids (and as many argmax results) in
+// d.tokens; its contents are not kept.
+func (d *Device) regrowTokens(n int) error {
+	n = max(n, 512)
+	if err := d.regrow(&d.tokens, 4*int64(1+2*n)); err != nil {
+		return err
+	}
+	d.ntok = n
+	return nil
 }
 
 // attention appends the step's keys and values to the layer's cache and

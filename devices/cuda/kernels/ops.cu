@@ -95,14 +95,16 @@ extern "C" __global__ void kv_append(const float *k, const float *v, __half *kc,
 	}
 }
 
-// argmax: *out = the index of the largest of x[0..n), the first one on ties,
-// as a loop that moves to i where x[i] > x[best] picks it (runtime.Greedy):
-// NaNs are never picked, and a NaN at 0 is (no comparison with it holds).
-// One block of ARGMAX_THREADS: each thread scans i, i+ARGMAX_THREADS, …
-// keeping its first largest, then the threads' picks are merged, the larger
-// value winning and the lower index on ties.
+// argmax: out[r] = the index of the largest of row r, x[r·n .. r·n+n), the
+// first one on ties, as a loop that moves to i where x[i] > x[best] picks it
+// (runtime.Greedy): NaNs are never picked, and a NaN at 0 is (no comparison
+// with it holds). One block of ARGMAX_THREADS a row: each thread scans i,
+// i+ARGMAX_THREADS, … keeping its first largest, then the threads' picks are
+// merged, the larger value winning and the lower index on ties.
 #define ARGMAX_THREADS 1024
 extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax(const float *x, int n, int *out) {
+	x += (long long)blockIdx.x * n;
+	out += blockIdx.x;
 	__shared__ float sv[ARGMAX_THREADS / 32];
 	__shared__ int si[ARGMAX_THREADS / 32];
 	float bv = 0;
