@@ -8,6 +8,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -408,7 +409,7 @@ func (e *Executor) ForwardRowsGreedy(tokens []int32, rows []ops.Row, ids []int32
 	if len(rows) != len(tokens) {
 		return nil, fmt.Errorf("runtime: a batched step of %d tokens has %d rows", len(tokens), len(rows))
 	}
-	ids = append(ids[:0], make([]int32, len(tokens))...)
+	ids = slices.Grow(ids[:0], len(tokens))[:len(tokens)]
 	if err := e.greedyStep(ops.Step{Tokens: tokens, Rows: rows}, ids); err != nil {
 		return nil, err
 	}

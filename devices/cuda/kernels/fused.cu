@@ -419,8 +419,7 @@ __device__ __forceinline__ void a32(const uint8_t *x0, const uint8_t *x1, int e,
 // l/4, weight row 2t), 1 (l/4, 2t+1), 2 (l/4+8, 2t), 3 (l/4+8, 2t+1),
 // with t = l%4; bB is block b of the lane's B row (l/4), bC0 and bC1 of
 // weight rows 2t and 2t+1, x[mt] the two activation rows.
-template <int T> struct TC {
-	static const bool ok = false;
+template <int T> struct TC { // not a type mvt is instantiated for
 	template <int MT>
 	static __device__ __forceinline__ void term(const uint8_t *, const uint8_t *, const uint8_t *, const uint8_t *const (&)[MT][2], XT, int, int,
 	                                            float (&f)[MT][4]) {}
@@ -447,7 +446,6 @@ __device__ __forceinline__ void tcDM(uint32_t b0, uint32_t b1, float d0, float d
 // Q4_0: elements 8t.. are the low nibbles of bytes 8t.. (t < 2) or the
 // high nibbles of bytes 8(t-2).., as n-8: the decode's Σnx - 8Σx.
 template <> struct TC<T_Q4_0> {
-	static const bool ok = true;
 	template <int MT>
 	static __device__ __forceinline__ void term(const uint8_t *bB, const uint8_t *bC0, const uint8_t *bC1, const uint8_t *const (&x)[MT][2], XT o, int b,
 	                                            int tig, float (&f)[MT][4]) {
@@ -461,7 +459,6 @@ template <> struct TC<T_Q4_0> {
 };
 
 template <> struct TC<T_Q8_0> {
-	static const bool ok = true;
 	template <int MT>
 	static __device__ __forceinline__ void term(const uint8_t *bB, const uint8_t *bC0, const uint8_t *bC1, const uint8_t *const (&x)[MT][2], XT o, int b,
 	                                            int tig, float (&f)[MT][4]) {
@@ -479,7 +476,6 @@ template <> struct TC<T_Q8_0> {
 // of the quants, low nibbles for even j); dot = Σ sc_j·p_j and off =
 // Σ m_j·(Σx of j's two sixteens), as partK's lanes add them; fin as finK.
 template <> struct TC<T_Q4_K> {
-	static const bool ok = true;
 	template <int MT>
 	static __device__ __forceinline__ void term(const uint8_t *bB, const uint8_t *bC0, const uint8_t *bC1, const uint8_t *const (&x)[MT][2], XT o, int b,
 	                                            int tig, float (&f)[MT][4]) {
@@ -529,7 +525,6 @@ template <> struct TC<T_Q4_K> {
 // bytes 16(G%2)..) by a k16 mma on q-32; dot = Σ sc_G·p_G as the decode's
 // Σ sc·(Σqx - 32Σx); fin d_x·d_w·dot.
 template <> struct TC<T_Q6_K> {
-	static const bool ok = true;
 	template <int MT>
 	static __device__ __forceinline__ void term(const uint8_t *bB, const uint8_t *bC0, const uint8_t *bC1, const uint8_t *const (&x)[MT][2], XT o, int b,
 	                                            int tig, float (&f)[MT][4]) {
