@@ -515,24 +515,15 @@ func (e *Engine) step() {
 		toks[i], rows[i] = s.next, ops.Row{Pos: len(s.cached), Base: s.base}
 		greedy = greedy && s.sampler.Greedy()
 	}
+	// A greedy step's picks are made where the logits are, and only the
+	// tokens come back (ForwardRowsGreedy); otherwise every row's logits.
+	var logits []float32
+	var err error
 	if greedy {
-		// Every row's pick is made where the logits are, and only the
-		// tokens come back (ForwardRowsGreedy).
-		ids, err := e.x.ForwardRowsGreedy(toks, rows, e.ids)
-		if err != nil {
-			for _, s := range act {
-				e.end(s, "", err)
-			}
-			return
-		}
-		e.ids = ids
-		for i, s := range act {
-			s.cached = append(s.cached, s.next)
-			e.emitID(s, ids[i])
-		}
-		return
+		e.ids, err = e.x.ForwardRowsGreedy(toks, rows, e.ids)
+	} else {
+		logits, err = e.x.ForwardRows(toks, rows)
 	}
-	logits, err := e.x.ForwardRows(toks, rows)
 	if err != nil {
 		for _, s := range act {
 			e.end(s, "", err)
@@ -542,7 +533,11 @@ func (e *Engine) step() {
 	v := len(logits) / len(act)
 	for i, s := range act {
 		s.cached = append(s.cached, s.next)
-		e.emit(s, logits[i*v:(i+1)*v])
+		if greedy {
+			e.emitID(s, e.ids[i])
+		} else {
+			e.emit(s, logits[i*v:(i+1)*v])
+		}
 	}
 }
 
