@@ -163,6 +163,26 @@ type Argmaxer interface {
 	ReadArgmax(src Buffer, n int, ids []int32) error
 }
 
+// MaxPicks is the most elements of a row that ReadTopK picks.
+const MaxPicks = 256
+
+// Pick is one of a row's largest elements: its index in the row and value.
+type Pick struct {
+	Index int32
+	Value float32
+}
+
+// TopKer is a device that picks the m largest elements of each row of a
+// buffer itself, so that a sampled step reads back a few candidates a row
+// instead of rows of logits: picks holds len(picks)/m rows of m, row r's
+// from elements r·n .. r·n+n-1 of src, largest first and equal ones by lower
+// index (1 <= m <= min(n, MaxPicks)). A row holding a NaN, where no such
+// order holds, gets Index -1 in its first pick and nothing else: its caller
+// reads that row. Like Read, it waits for the ops run before it.
+type TopKer interface {
+	ReadTopK(src Buffer, n, m int, picks []Pick) error
+}
+
 // MemoryPeak is the most memory a device has held at once, by what held it,
 // and what its driver holds besides for the device's context and code.
 type MemoryPeak struct {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+
+	"hybrid/devices"
 )
 
 // SamplerConfig chooses how the next token is picked from the logits. The
@@ -86,9 +88,7 @@ func (s *Sampler) Greedy() bool {
 // Sample picks the next token from logits given the tokens so far (for the
 // repeat penalty). It does not modify logits.
 func (s *Sampler) Sample(logits []float32, history []int32) int32 {
-	c := s.cfg
-	penalty := c.RepeatPenalty != 1 && c.RepeatLastN > 0
-	if c.Temp <= 0 && !penalty {
+	if s.cfg.Temp <= 0 && !s.penalty() {
 		return Greedy(logits)
 	}
 	s.cand = s.cand[:0]
@@ -97,34 +97,100 @@ func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 		s.cand = append(s.cand, candidate{id: int32(i), logit: l})
 		nan = nan || l != l
 	}
-	if penalty {
+	if s.penalty() {
 		seen := map[int32]bool{}
-		for i := max(0, len(history)-c.RepeatLastN); i < len(history); i++ {
+		for i := max(0, len(history)-s.cfg.RepeatLastN); i < len(history); i++ {
 			t := history[i]
 			if t < 0 || int(t) >= len(s.cand) || seen[t] {
 				continue
 			}
 			seen[t] = true
-			if l := s.cand[t].logit; l > 0 {
-				s.cand[t].logit = l / c.RepeatPenalty
-			} else {
-				s.cand[t].logit = l * c.RepeatPenalty
+			s.cand[t].logit = s.penalize(s.cand[t].logit)
+		}
+	}
+	return s.pick(s.cand, nan)
+}
+
+// penalty reports whether the repeat penalty applies.
+func (s *Sampler) penalty() bool { return s.cfg.RepeatPenalty != 1 && s.cfg.RepeatLastN > 0 }
+
+// penalize is the repeat penalty of a logit: toward 0 if it is positive,
+// away from it otherwise.
+func (s *Sampler) penalize(l float32) float32 {
+	if l > 0 {
+		return l / s.cfg.RepeatPenalty
+	}
+	return l * s.cfg.RepeatPenalty
+}
+
+// Needs is how many of a row's largest logits (devices.TopKer's picks,
+// largest first and equal ones by lower index) the next pick needs, given
+// the tokens so far; 0 when it needs the whole row. The k best after the
+// repeat penalty, which only lowers logits when it is above 1, are among
+// the k + w best before it, w being the tokens it looks at: any other token
+// is not penalized and has k + w tokens above it, at least k of them not
+// penalized.
+func (s *Sampler) Needs(history []int32) int {
+	c := s.cfg
+	k := c.TopK
+	if c.Temp <= 0 {
+		k = 1
+	}
+	if k == 0 {
+		return 0
+	}
+	if s.penalty() {
+		if c.RepeatPenalty < 1 {
+			return 0 // it raises penalized logits: any of them could enter
+		}
+		k += min(c.RepeatLastN, len(history))
+	}
+	return k
+}
+
+// SampleTop is Sample given only a row's m largest logits, largest first
+// and equal ones by lower index (devices.TopKer's picks, NaN-free), where m
+// >= Needs(history): the same pick from the same draws.
+func (s *Sampler) SampleTop(top []devices.Pick, history []int32) int32 {
+	if s.cfg.Temp <= 0 && !s.penalty() {
+		return top[0].Index
+	}
+	s.cand = s.cand[:0]
+	for _, p := range top {
+		s.cand = append(s.cand, candidate{id: p.Index, logit: p.Value})
+	}
+	if s.penalty() {
+		seen := map[int32]bool{}
+		for i := max(0, len(history)-s.cfg.RepeatLastN); i < len(history); i++ {
+			seen[history[i]] = true
+		}
+		for i := range s.cand {
+			if seen[s.cand[i].id] {
+				s.cand[i].logit = s.penalize(s.cand[i].logit)
 			}
 		}
 	}
+	return s.pick(s.cand, false)
+}
+
+// pick draws from candidates cand (after the repeat penalty), whose ids
+// are distinct, in any order: the largest logit (the lowest id on ties)
+// without temperature, else top-k, top-p and temperature, then a seeded
+// draw. nan says whether a logit is a NaN.
+func (s *Sampler) pick(cand []candidate, nan bool) int32 {
+	c := s.cfg
 	if c.Temp <= 0 {
 		best := 0
-		for i := range s.cand {
-			if s.cand[i].logit > s.cand[best].logit {
+		for i := range cand {
+			if cand[i].logit > cand[best].logit || cand[i].logit == cand[best].logit && cand[i].id < cand[best].id {
 				best = i
 			}
 		}
-		return s.cand[best].id
+		return cand[best].id
 	}
-	cand := s.cand
 	if c.TopK > 0 && c.TopK < len(cand) && !nan {
 		// The k best alone, in the order the whole sort gives them.
-		cand = s.topK(c.TopK)
+		cand = s.topK(cand, c.TopK)
 	} else {
 		if nan {
 			// No order holds with a NaN: the sort Sample always made.
@@ -170,12 +236,12 @@ func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 	return cand[len(cand)-1].id
 }
 
-// topK returns the k best of s.cand (NaN-free, in id order) in the order a
+// topK returns the k best of cand (NaN-free, distinct ids) in the order a
 // stable sort by descending logit puts them first (equal logits by id):
 // a heap of the k best so far, its root the worst of them, then those k
 // sorted. For a vocabulary of 32000 and k of 40 this takes a fraction of
 // the whole sort (BenchmarkSample).
-func (s *Sampler) topK(k int) []candidate {
+func (s *Sampler) topK(cand []candidate, k int) []candidate {
 	// worse reports whether a comes after b in the sorted order.
 	worse := func(a, b candidate) bool { return a.logit < b.logit || a.logit == b.logit && a.id > b.id }
 	h := s.top[:0]
@@ -195,7 +261,7 @@ func (s *Sampler) topK(k int) []candidate {
 			i = w
 		}
 	}
-	for _, x := range s.cand {
+	for _, x := range cand {
 		if len(h) < k {
 			h = append(h, x)
 			for i := len(h) - 1; i > 0 && worse(h[i], h[(i-1)/2]); i = (i - 1) / 2 {

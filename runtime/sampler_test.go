@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
+
+	"hybrid/devices"
 )
 
 func TestGreedyPicksArgmaxLowestOnTies(t *testing.T) {
@@ -206,6 +208,76 @@ func TestSampleMatchesFullSort(t *testing.T) {
 			got := s.Sample(logits, history)
 			if got != want {
 				t.Fatalf("config %d, step %d: Sample %d, the full sort %d", ci, step, got, want)
+			}
+			history = append(history, got)
+		}
+	}
+}
+
+// topPicks is devices.TopKer's definition: the m largest of logits,
+// largest first and equal ones by lower index.
+func topPicks(logits []float32, m int) []devices.Pick {
+	idx := make([]int, len(logits))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return logits[idx[a]] > logits[idx[b]] })
+	p := make([]devices.Pick, m)
+	for i := range p {
+		p[i] = devices.Pick{Index: int32(idx[i]), Value: logits[idx[i]]}
+	}
+	return p
+}
+
+// TestSampleTopMatchesSample checks that SampleTop, given Needs picks or
+// more, picks what Sample picks from the whole row, draw for draw, over
+// logits with many ties and with the repeat penalty on tokens among the
+// best; and that Needs asks for the whole row where the picks cannot do.
+func TestSampleTopMatchesSample(t *testing.T) {
+	r := rand.New(rand.NewPCG(51, 52))
+	for ci, c := range []SamplerConfig{
+		{Temp: 0.8, TopK: 40, TopP: 0.95, RepeatPenalty: 1, RepeatLastN: 64, Seed: 3},
+		{Temp: 1.5, TopK: 5, TopP: 1, RepeatPenalty: 1.1, RepeatLastN: 64, Seed: 4},
+		{Temp: 0.7, TopK: 1, TopP: 0.5, RepeatPenalty: 1, Seed: 5},
+		{Temp: 1, TopK: 3, TopP: 0.9, RepeatPenalty: 1.3, RepeatLastN: 8, Seed: 6},
+		{Temp: 0, TopP: 1, RepeatPenalty: 1, Seed: 7},
+		{Temp: 0, TopP: 1, RepeatPenalty: 1.2, RepeatLastN: 16, Seed: 8},
+		{Temp: 0.9, TopK: 100, TopP: 0.99, RepeatPenalty: 2, RepeatLastN: 4, Seed: 9},
+		{Temp: 1, TopK: 0, TopP: 0.9, RepeatPenalty: 1, Seed: 10},
+		{Temp: 1, TopK: 10, TopP: 0.9, RepeatPenalty: 0.8, RepeatLastN: 8, Seed: 11},
+	} {
+		full, err := NewSampler(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		top, _ := NewSampler(c)
+		var history []int32
+		for step := range 150 {
+			n := []int{1000, 32000, 300}[step%3]
+			logits := make([]float32, n)
+			for i := range logits {
+				logits[i] = float32(r.IntN(24)-12) / 4 // many ties
+			}
+			logits[r.IntN(n)] = float32(math.Copysign(0, -1))
+			want := full.Sample(logits, history)
+			m := top.Needs(history)
+			wantAll := c.TopK == 0 && c.Temp > 0 || c.RepeatPenalty < 1 && c.RepeatLastN > 0
+			if (m == 0) != wantAll {
+				t.Fatalf("config %d: Needs %d", ci, m)
+			}
+			var got int32
+			if m == 0 || m > n {
+				got = top.Sample(logits, history)
+			} else {
+				m = min(n, m+r.IntN(3)) // a batched step's picks suit its most needing row
+				got = top.SampleTop(topPicks(logits, m), history)
+			}
+			if got != want {
+				t.Fatalf("config %d, step %d: SampleTop of %d picks %d, Sample %d", ci, step, m, got, want)
+			}
+			// Tokens among the best, so that the penalty moves them.
+			if step%2 == 0 {
+				got = topPicks(logits, 5)[r.IntN(5)].Index
 			}
 			history = append(history, got)
 		}

@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -166,6 +167,8 @@ type Device struct {
 	nmmtP  int64            // bytes mmtP has room for
 	mmtX   dptr             // a prefill mat-mul's activations rounded to f16 (launchMMT)
 	nmmtX  int64            // bytes mmtX has room for
+	picks  dptr             // ReadTopK's results
+	npicks int64            // bytes picks has room for
 	attP   dptr             // split attention's parts (attendAt)
 	nattP  int64            // bytes attP has room for
 	attC   dptr             // split attention's counts of finished parts, one int a row and head (zero between launches)
@@ -709,6 +712,47 @@ func (d *Device) ReadArgmax(src devices.Buffer, n int, ids []int32) error {
 		}
 		for i := range ids {
 			ids[i] = int32(binary.LittleEndian.Uint32(s[4*i:]))
+		}
+		return nil
+	})
+}
+
+// ReadTopK implements devices.TopKer: the topk kernel over the rows of src
+// (a block a row), then a read of their m indices and m values each.
+func (d *Device) ReadTopK(src devices.Buffer, n, m int, picks []devices.Pick) error {
+	b, err := d.buf(src)
+	if err != nil {
+		return err
+	}
+	if m < 1 || m > min(n, devices.MaxPicks) || len(picks) == 0 || len(picks)%m != 0 {
+		return fmt.Errorf("cuda: top %d of rows of %d elements into %d picks", m, n, len(picks))
+	}
+	rows := len(picks) / m
+	if int64(n)*int64(rows) > int64(b.n) {
+		return fmt.Errorf("cuda: top %d of %d rows of %d elements in a buffer of %d", m, rows, n, b.n)
+	}
+	return d.do(func() error {
+		need := int64(8 * len(picks))
+		if need > d.npicks {
+			if err := d.regrow(&d.picks, max(need, 8*64*devices.MaxPicks)); err != nil {
+				return fmt.Errorf("cuda: top-k scratch: %w", err)
+			}
+			d.npicks = max(need, 8*64*devices.MaxPicks)
+		}
+		vals := d.picks + dptr(4*len(picks))
+		if err := launch(d.k.topk, rows, 1, 1024, d.args().ptr(uintptr(b.ptr)).i32(n).i32(m).ptr(uintptr(d.picks)).ptr(uintptr(vals))); err != nil {
+			return fmt.Errorf("cuda: top-k: %w", err)
+		}
+		s, err := d.staging(int(need))
+		if err != nil {
+			return err
+		}
+		if err := memcpyDtoH(d.stage, d.picks, need); err != nil {
+			return fmt.Errorf("cuda: top-k: %w", err)
+		}
+		k := len(picks)
+		for i := range picks {
+			picks[i] = devices.Pick{Index: int32(binary.LittleEndian.Uint32(s[4*i:])), Value: math.Float32frombits(binary.LittleEndian.Uint32(s[4*(k+i):]))}
 		}
 		return nil
 	})

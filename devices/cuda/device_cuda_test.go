@@ -844,3 +844,133 @@ func TestArgmax(t *testing.T) {
 		t.Fatal("an argmax past the buffer's end was taken")
 	}
 }
+
+// topRef is ReadTopK's definition: row x's m largest, largest first and
+// equal ones (-0 as +0) by lower index; nil if x holds a NaN.
+func topRef(x []float32, m int) []devices.Pick {
+	idx := make([]int, len(x))
+	for i := range idx {
+		if x[i] != x[i] {
+			return nil
+		}
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case x[a] > x[b]:
+			return -1
+		case x[a] < x[b]:
+			return 1
+		}
+		return 0
+	})
+	p := make([]devices.Pick, m)
+	for i := range p {
+		p[i] = devices.Pick{Index: int32(idx[i]), Value: x[idx[i]]}
+	}
+	return p
+}
+
+// TestTopK checks ReadTopK against topRef on random rows of several
+// lengths and m, rows of many equal values (so that the m-th largest is
+// one of many), all equal, infinities, signed zeros and NaNs, one row at a
+// time and many at once.
+func TestTopK(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(41, 42))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	type row struct {
+		name string
+		x    []float32
+	}
+	var rows []row
+	for _, n := range []int{1, 5, 300, 1023, 1025, 32000, 151936} {
+		rows = append(rows, row{fmt.Sprintf("random %d", n), verify.RandVec(r, n)})
+	}
+	coarse := verify.RandVec(r, 32000)
+	for i := range coarse {
+		coarse[i] = float32(math.Round(float64(coarse[i]) * 4)) // a few dozen distinct values
+	}
+	rows = append(rows, row{"many equal", coarse}, row{"all zero", make([]float32, 5000)})
+	signed := make([]float32, 3000)
+	for i := range signed {
+		if i%3 == 0 {
+			signed[i] = float32(math.Copysign(0, -1))
+		}
+	}
+	signed[2000], signed[2001] = -1, 1
+	rows = append(rows, row{"signed zeros", signed})
+	infs := verify.RandVec(r, 4096)
+	infs[10], infs[4000], infs[7] = inf, inf, -inf
+	for i := 100; i < 400; i++ {
+		infs[i] = -inf
+	}
+	rows = append(rows, row{"infinities", infs})
+	nanIn := verify.RandVec(r, 4096)
+	nanIn[1500] = nan
+	rows = append(rows, row{"NaN", nanIn})
+	read := func(t *testing.T, x []float32, n, m int) []devices.Pick {
+		b, err := g.Alloc(len(x) + 3) // longer than the rows: only they are looked at
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Free(b)
+		if err := g.Write(b, append(slices.Clone(x), inf, inf, inf)); err != nil {
+			t.Fatal(err)
+		}
+		p := make([]devices.Pick, len(x)/n*m)
+		if err := g.ReadTopK(b, n, m, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	check := func(t *testing.T, x []float32, m int, got []devices.Pick) {
+		want := topRef(x, m)
+		if want == nil {
+			if got[0].Index != -1 {
+				t.Fatalf("top %d of a row with a NaN: first pick %v, want index -1", m, got[0])
+			}
+			return
+		}
+		for i := range want {
+			if got[i].Index != want[i].Index || math.Float32bits(got[i].Value) != math.Float32bits(want[i].Value) {
+				t.Fatalf("top %d: pick %d is %v, want %v", m, i, got[i], want[i])
+			}
+		}
+	}
+	for _, c := range rows {
+		for _, m := range []int{1, 2, 40, 104, devices.MaxPicks} {
+			if m > len(c.x) {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/m=%d", c.name, m), func(t *testing.T) {
+				check(t, c.x, m, read(t, c.x, len(c.x), m))
+			})
+		}
+	}
+	// Every row of 3000 at once (a batched step's picks), the cases of
+	// 3000 elements and more cut to their first 3000.
+	const n, m = 3000, 64
+	var all []float32
+	for _, c := range rows {
+		if len(c.x) >= n {
+			all = append(all, c.x[:n]...)
+		}
+	}
+	got := read(t, all, n, m)
+	for i := range len(all) / n {
+		check(t, all[i*n:(i+1)*n], m, got[i*m:(i+1)*m])
+	}
+	b, err := g.Alloc(len(all))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Free(b)
+	for _, c := range []struct {
+		n, m, picks int
+	}{{n, m, len(all)/n*m + m}, {n, devices.MaxPicks + 1, devices.MaxPicks + 1}, {10, 11, 11}, {n, 0, 1}, {n, m, m + 1}} {
+		if err := g.ReadTopK(b, c.n, c.m, make([]devices.Pick, c.picks)); err == nil {
+			t.Errorf("top %d of rows of %d into %d picks was taken", c.m, c.n, c.picks)
+		}
+	}
+}

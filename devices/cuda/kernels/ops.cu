@@ -136,3 +136,131 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax(const float 
 		if (lane == 0) *out = (n > 0 && x[0] != x[0]) || bi < 0 ? 0 : bi;
 	}
 }
+
+// topk: the m largest elements of each row of x (n elements a row), largest
+// first and equal ones by lower index: the order in which runtime's sampler
+// takes a row's top k (Sampler.SampleTop), so that a sampled step reads back
+// m (index, value) pairs a row, oi and ov (m a row), instead of the row. A
+// row holding a NaN, where no such order holds, gets oi[0] = -1 and nothing
+// else: its reader reads the row whole. One block of TOPK_THREADS a row.
+//
+// Each element is a key: its value's bits mapped to an unsigned order
+// (topk_ord; -0 as +0). A radix select over the keys' four bytes, one
+// histogram pass a byte (per-warp histograms, lanes of a bin added by their
+// leader), finds tau, the m-th largest key, and how many of the keys equal
+// to tau the m take (need): all keys above tau are taken, and of those at
+// tau the need with the lowest indices, found by a pass in index order when
+// there are more of them. The m are then put in order by rank.
+#define TOPK_THREADS 1024
+#define TOPK_MAX 256 // the most a row (devices.MaxPicks)
+#define TOPK_WARPS (TOPK_THREADS / 32)
+
+__device__ __forceinline__ unsigned topk_ord(float v) {
+	unsigned u = __float_as_uint(v == 0.0f ? 0.0f : v);
+	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk(const float *x, int n, int m, int *oi, float *ov) {
+	__shared__ unsigned hist[TOPK_WARPS][256];
+	__shared__ unsigned long long keys[TOPK_MAX];
+	__shared__ unsigned s_prefix, s_need, s_ties;
+	__shared__ int s_nan, s_cnt, s_taken;
+	__shared__ int wsum[TOPK_WARPS];
+	x += (long long)blockIdx.x * n;
+	oi += (long long)blockIdx.x * m;
+	ov += (long long)blockIdx.x * m;
+	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	if (tid == 0) s_nan = 0, s_cnt = 0, s_taken = 0;
+	unsigned prefix = 0, mask = 0, need = m, ties = 0;
+	for (int shift = 24; shift >= 0; shift -= 8) {
+		for (int i = lane; i < 256; i += 32) hist[warp][i] = 0;
+		__syncthreads();
+		bool nan = false;
+		// Every lane of the warp takes part in each round (the match).
+		for (int base = warp * 32; base < n; base += TOPK_THREADS) {
+			int i = base + lane;
+			bool in = false;
+			unsigned bin = 0;
+			if (i < n) {
+				float v = x[i];
+				if (v != v) {
+					nan = true;
+				} else {
+					unsigned u = topk_ord(v);
+					in = (u & mask) == prefix;
+					bin = (u >> shift) & 255;
+				}
+			}
+			unsigned act = __ballot_sync(0xffffffff, in);
+			if (in) {
+				unsigned same = __match_any_sync(act, bin);
+				if (lane == __ffs(same) - 1) hist[warp][bin] += __popc(same);
+			}
+		}
+		if (nan) s_nan = 1;
+		__syncthreads();
+		if (s_nan) break;
+		// Sum the warps' histograms into the first.
+		for (int b = tid; b < 256; b += TOPK_THREADS) {
+			unsigned s = 0;
+			for (int w = 0; w < TOPK_WARPS; w++) s += hist[w][b];
+			hist[0][b] = s;
+		}
+		__syncthreads();
+		if (tid == 0) {
+			unsigned acc = 0;
+			int b = 255;
+			for (; b > 0; b--) {
+				if (acc + hist[0][b] >= need) break;
+				acc += hist[0][b];
+			}
+			s_need = need - acc, s_prefix = prefix | ((unsigned)b << shift), s_ties = hist[0][b];
+		}
+		__syncthreads();
+		need = s_need, prefix = s_prefix, ties = s_ties, mask |= 255u << shift;
+	}
+	if (s_nan) {
+		if (tid == 0) oi[0] = -1;
+		return;
+	}
+	// tau = prefix. Keys above it take the first m - need slots in any
+	// order; if every key at tau is taken, they go there too.
+	bool all = ties == need;
+	for (int i = tid; i < n; i += TOPK_THREADS) {
+		unsigned u = topk_ord(x[i]);
+		if (u > prefix || (all && u == prefix)) keys[atomicAdd(&s_cnt, 1)] = (unsigned long long)u << 32 | (0xffffffffu - (unsigned)i);
+	}
+	if (!all) {
+		// The need keys at tau with the lowest indices: chunks of the
+		// row in index order, each tie's rank among the chunk's ties by
+		// the warps' ballots.
+		__syncthreads();
+		for (int base = 0; base < n; base += TOPK_THREADS) {
+			int i = base + tid;
+			bool tie = i < n && topk_ord(x[i]) == prefix;
+			unsigned b = __ballot_sync(0xffffffff, tie);
+			if (lane == 0) wsum[warp] = __popc(b);
+			__syncthreads();
+			int before = s_taken;
+			for (int w = 0; w < warp; w++) before += wsum[w];
+			before += __popc(b & ((1u << lane) - 1));
+			if (tie && before < (int)need) keys[m - need + before] = (unsigned long long)prefix << 32 | (0xffffffffu - (unsigned)i);
+			__syncthreads();
+			if (tid == 0) {
+				int t = 0;
+				for (int w = 0; w < TOPK_WARPS; w++) t += wsum[w];
+				s_taken += t;
+			}
+			__syncthreads();
+			if (s_taken >= (int)need) break;
+		}
+	}
+	__syncthreads();
+	if (tid < m) {
+		unsigned long long k = keys[tid];
+		int r = 0;
+		for (int j = 0; j < m; j++) r += keys[j] > k;
+		int i = (int)(0xffffffffu - (unsigned)(k & 0xffffffffu));
+		oi[r] = i, ov[r] = x[i];
+	}
+}
