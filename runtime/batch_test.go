@@ -338,3 +338,162 @@ func TestForwardRowsGreedy(t *testing.T) {
 		t.Fatalf("%d picks on the device for %d tokens after the first", a.picks, picks)
 	}
 }
+
+// topker is the CPU device picking the largest elements of a buffer's rows
+// itself (devices.TopKer, by topPicks), counting the rows picked.
+type topker struct {
+	*cpu.Device
+	rows int
+}
+
+func (k *topker) ReadTopK(src devices.Buffer, n, m int, picks []devices.Pick) error {
+	rows := len(picks) / m
+	k.rows += rows
+	x := make([]float32, n*rows)
+	if err := k.Read(x, src); err != nil {
+		return err
+	}
+	for r := range rows {
+		copy(picks[r*m:(r+1)*m], topPicks(x[r*n:(r+1)*n], m))
+	}
+	return nil
+}
+
+// TestForwardTop checks that a sampled step's picks are the largest logits
+// of ForwardRows' (Forward's) rows on a device that picks them itself
+// (devices.TopKer), that the logits come back where it cannot or m is out
+// of range, and that Generate and an engine's sampled requests, batched
+// with greedy ones or not, pick every token after the first from the
+// device's picks and give the tokens they give from whole rows.
+func TestForwardTop(t *testing.T) {
+	m := builtinModel(t)
+	const cells = 64
+	prompts := [][]int32{{1, 400, 22}, {1, 17}, {1, 300, 301, 302, 5}}
+	n := len(prompts)
+	plain, err := NewExecutor(m, cpu.New("cpu", 1), n*cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &topker{Device: cpu.New("cpu", 1)}
+	picking, err := NewExecutor(m, k, n*cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]ops.Row, n)
+	toks := make([]int32, n)
+	for _, e := range []*Executor{plain, picking} {
+		for i, p := range prompts {
+			if _, err := e.PrefillSeq(p, 0, i*cells); err != nil {
+				t.Fatal(err)
+			}
+			rows[i], toks[i] = ops.Row{Pos: len(p), Base: i * cells}, int32(5+i)
+		}
+	}
+	var picks []devices.Pick
+	for s, mm := range []int{1, 40, devices.MaxPicks, 0, devices.MaxPicks + 1} {
+		logits, err := plain.ForwardRows(toks, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := len(logits) / n
+		var got []float32
+		if picks, got, err = picking.ForwardRowsTop(toks, rows, mm, picks); err != nil {
+			t.Fatal(err)
+		}
+		if mm < 1 || mm > devices.MaxPicks {
+			if picks != nil || !slices.Equal(got, logits) {
+				t.Fatalf("step %d, m %d: picks %v and %d logits, want ForwardRows' logits", s, mm, picks, len(got))
+			}
+		} else {
+			if got != nil || len(picks) != n*mm {
+				t.Fatalf("step %d, m %d: %d picks and %d logits", s, mm, len(picks), len(got))
+			}
+			for i := range n {
+				if want := topPicks(logits[i*v:(i+1)*v], mm); !slices.Equal(picks[i*mm:(i+1)*mm], want) {
+					t.Fatalf("step %d, row %d: picks %v, want %v", s, i, picks[i*mm:(i+1)*mm], want)
+				}
+			}
+		}
+		for i := range rows {
+			toks[i] = Greedy(logits[i*v : (i+1)*v])
+			rows[i].Pos++
+		}
+	}
+	if k.rows != 3*n {
+		t.Fatalf("%d rows picked on the device over 3 steps of %d rows", k.rows, n)
+	}
+	if _, _, err := picking.ForwardRowsTop(toks, rows[:1], 1, nil); err == nil {
+		t.Fatal("a batched step with fewer rows than tokens was taken")
+	}
+
+	// Generate's sampled decode takes the device's picks.
+	sampled := []SamplerConfig{
+		{Temp: 0.8, TopK: 40, TopP: 0.95, RepeatPenalty: 1.1, RepeatLastN: 64, Seed: 7},
+		{Temp: 1.2, TopK: 5, TopP: 1, RepeatPenalty: 1, Seed: 8},
+		{Temp: 0, TopP: 1, RepeatPenalty: 1.3, RepeatLastN: 8, Seed: 9},
+		{TopP: 1, RepeatPenalty: 1},                                 // greedy
+		{Temp: 0.9, TopK: 0, TopP: 0.9, Seed: 10, RepeatPenalty: 1}, // needs whole rows
+	}
+	texts := []string{"Once upon a time", "The cat", "Lily and Tom went to the park. They", "One day", "The dog"}
+	want := make([]*Result, len(texts))
+	for i, p := range texts {
+		ref, err := NewExecutor(m, cpu.New("cpu", 1), cells)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want[i], err = ref.Generate(GenerateOptions{Prompt: p, MaxTokens: 12, Sampler: sampled[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := NewExecutor(m, k, cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.rows = 0
+	got, err := g.Generate(GenerateOptions{Prompt: texts[0], MaxTokens: 12, Sampler: sampled[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Tokens, want[0].Tokens) || k.rows != got.Timings.DecodedTokens || k.rows == 0 {
+		t.Fatalf("Generate: %v with %d device picks for %d decoded tokens, want %v", got.Tokens, k.rows, got.Timings.DecodedTokens, want[0].Tokens)
+	}
+
+	// An engine of five slots: the first three sampled requests at once
+	// (every step picked on the device), then all five (a greedy one
+	// among them, and one that needs whole rows).
+	for _, reqs := range []int{3, 5} {
+		x, err := NewExecutor(m, k, len(texts)*cells)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := NewEngine(x, EngineOptions{Slots: len(texts), Queue: len(texts)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([][]int32, reqs)
+		errs := make([]error, reqs)
+		k.rows = 0
+		var wg sync.WaitGroup
+		for i := range reqs {
+			wg.Go(func() {
+				_, errs[i] = eng.Generate(context.Background(), Request{Prompt: want[i].PromptTokens, MaxTokens: 12, Sampler: sampled[i]},
+					func(id int32) bool { out[i] = append(out[i], id); return true })
+			})
+		}
+		wg.Wait()
+		eng.Close(context.Background())
+		later := 0
+		for i := range reqs {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			if !slices.Equal(out[i], want[i].Tokens) {
+				t.Fatalf("%d requests, request %d: engine gave %v, Generate %v", reqs, i, out[i], want[i].Tokens)
+			}
+			later += len(out[i]) - 1
+		}
+		if reqs == 3 && k.rows != later {
+			t.Fatalf("%d rows picked on the device for %d tokens after the first", k.rows, later)
+		}
+	}
+}

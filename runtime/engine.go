@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"hybrid/devices"
 	"hybrid/ops"
 )
 
@@ -82,8 +83,9 @@ type Engine struct {
 	opts  EngineOptions
 	queue chan *job
 	slots []slot
-	n     int     // each slot's cells
-	ids   []int32 // a batched greedy step's picks, reused by the scheduler
+	n     int            // each slot's cells
+	ids   []int32        // a batched greedy step's picks, reused by the scheduler
+	picks []devices.Pick // a sampled batched step's candidates (ForwardRowsTop), kept between steps
 
 	mu     sync.Mutex
 	closed bool
@@ -499,30 +501,48 @@ func (e *Engine) step() {
 			e.emitID(s, id)
 			return
 		}
-		logits, err := e.x.ForwardSeq([]int32{s.next}, len(s.cached), s.base)
+		// A sampled pick needs only the best few logits where the
+		// device can pick them (ForwardSeqTop).
+		picks, logits, err := e.x.ForwardSeqTop([]int32{s.next}, len(s.cached), s.base, s.sampler.Needs(s.history), e.picks)
 		if err != nil {
 			e.end(s, "", err)
 			return
 		}
 		s.cached = append(s.cached, s.next)
-		e.emit(s, logits)
+		if logits != nil {
+			e.emit(s, logits)
+		} else {
+			e.picks = picks
+			e.emitID(s, s.sampler.SampleTop(picks, s.history))
+		}
 		return
 	}
 	toks := make([]int32, len(act))
 	rows := make([]ops.Row, len(act))
-	greedy := true
+	greedy, m := true, 0
 	for i, s := range act {
 		toks[i], rows[i] = s.next, ops.Row{Pos: len(s.cached), Base: s.base}
 		greedy = greedy && s.sampler.Greedy()
+		k := s.sampler.Needs(s.history)
+		if k == 0 || m < 0 {
+			m = -1 // a row needs its whole row of logits
+		} else {
+			m = max(m, k)
+		}
 	}
 	// A greedy step's picks are made where the logits are, and only the
-	// tokens come back (ForwardRowsGreedy); otherwise every row's logits.
+	// tokens come back (ForwardRowsGreedy); a sampled step's rows need only
+	// their best few logits where the device picks them (ForwardRowsTop);
+	// otherwise every row's logits come back.
 	var logits []float32
 	var err error
 	if greedy {
 		e.ids, err = e.x.ForwardRowsGreedy(toks, rows, e.ids)
 	} else {
-		logits, err = e.x.ForwardRows(toks, rows)
+		var picks []devices.Pick
+		if picks, logits, err = e.x.ForwardRowsTop(toks, rows, m, e.picks); picks != nil {
+			e.picks = picks
+		}
 	}
 	if err != nil {
 		for _, s := range act {
@@ -533,10 +553,13 @@ func (e *Engine) step() {
 	v := len(logits) / len(act)
 	for i, s := range act {
 		s.cached = append(s.cached, s.next)
-		if greedy {
+		switch {
+		case greedy:
 			e.emitID(s, e.ids[i])
-		} else {
+		case logits != nil:
 			e.emit(s, logits[i*v:(i+1)*v])
+		default:
+			e.emitID(s, s.sampler.SampleTop(e.picks[i*m:(i+1)*m], s.history))
 		}
 	}
 }

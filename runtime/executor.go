@@ -445,6 +445,80 @@ func (e *Executor) greedyStep(st ops.Step, ids []int32) error {
 	return err
 }
 
+// ForwardTop is Forward for a sampler that needs only the m largest logits
+// (Sampler.Needs, Sampler.SampleTop): where the device that holds them
+// picks them itself (devices.TopKer), only those m come back and logits is
+// nil; otherwise (no such device, m outside 1..devices.MaxPicks or the
+// vocabulary, a NaN among the logits) picks is nil and logits are
+// Forward's. picks is reused for the result.
+func (e *Executor) ForwardTop(tokens []int32, pos, m int, picks []devices.Pick) ([]devices.Pick, []float32, error) {
+	return e.ForwardSeqTop(tokens, pos, 0, m, picks)
+}
+
+// ForwardSeqTop is ForwardTop for the sequence whose KV cache cells start
+// at base (ForwardSeq).
+func (e *Executor) ForwardSeqTop(tokens []int32, pos, base, m int, picks []devices.Pick) ([]devices.Pick, []float32, error) {
+	if err := e.m.File.Check(); err != nil {
+		return nil, nil, fmt.Errorf("runtime: %w", err)
+	}
+	return e.topStep(ops.Step{Tokens: tokens, Pos: pos, Base: base}, m, picks)
+}
+
+// ForwardRowsTop is ForwardRows for rows whose samplers need only their m
+// largest logits (ForwardTop): m picks a row, row after row, or every
+// row's logits.
+func (e *Executor) ForwardRowsTop(tokens []int32, rows []ops.Row, m int, picks []devices.Pick) ([]devices.Pick, []float32, error) {
+	if err := e.m.File.Check(); err != nil {
+		return nil, nil, fmt.Errorf("runtime: %w", err)
+	}
+	if len(rows) != len(tokens) {
+		return nil, nil, fmt.Errorf("runtime: a batched step of %d tokens has %d rows", len(tokens), len(rows))
+	}
+	return e.topStep(ops.Step{Tokens: tokens, Rows: rows}, m, picks)
+}
+
+// topStep runs step st and reads back the m largest of each of its logits'
+// rows into picks, or, where the device cannot pick them, the logits.
+func (e *Executor) topStep(st ops.Step, m int, picks []devices.Pick) ([]devices.Pick, []float32, error) {
+	c, err := e.runStep(st)
+	if err == nil {
+		v := len(e.logits)
+		t, ok := c.dev[c.g.Ops[len(c.g.Ops)-1].ID].(devices.TopKer)
+		if ok && m >= 1 && m <= min(v, devices.MaxPicks) {
+			rows := 1
+			if st.Rows != nil {
+				rows = len(st.Tokens)
+			}
+			picks = slices.Grow(picks[:0], rows*m)[:rows*m]
+			if err = t.ReadTopK(c.out[c.g.Output], v, m, picks); err == nil && !nanRow(picks, m) {
+				e.Stats.Steps++
+				return picks, nil, nil
+			}
+		}
+		if err == nil {
+			var logits []float32
+			if logits, err = e.readLogits(c, st); err == nil {
+				return nil, logits, nil
+			}
+		}
+	}
+	if cerr := e.m.File.Check(); cerr != nil {
+		return nil, nil, fmt.Errorf("runtime: %w (%v)", cerr, err)
+	}
+	return nil, nil, err
+}
+
+// nanRow reports whether a row of picks, m a row, is a row with a NaN
+// (devices.TopKer).
+func nanRow(picks []devices.Pick, m int) bool {
+	for i := 0; i < len(picks); i += m {
+		if picks[i].Index < 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (e *Executor) forwardStep(st ops.Step) ([]float32, error) {
 	c, err := e.runStep(st)
 	if err != nil {

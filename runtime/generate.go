@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"hybrid/devices"
 )
 
 // GenerateOptions configures one generation.
@@ -82,12 +84,19 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 	// largest logit: ForwardGreedy lets the device pick it.
 	greedy := s.Greedy()
 	next := int32(-1)
+	// A sampled pick needs only the best few logits where the device can
+	// pick them (ForwardTop): then picks holds them and logits is nil.
+	var picks, buf []devices.Pick
 	for len(r.Tokens) < o.MaxTokens {
 		id := next
 		if id < 0 {
 			// Picking a token counts as decoding (llama.cpp times it apart).
 			t := time.Now()
-			id = s.Sample(logits, history)
+			if picks != nil {
+				id = s.SampleTop(picks, history)
+			} else {
+				id = s.Sample(logits, history)
+			}
 			decodeTime += time.Since(t)
 		}
 		if tok.IsEOG(id) {
@@ -108,7 +117,10 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 		if greedy {
 			next, err = e.ForwardGreedy([]int32{id}, pos)
 		} else {
-			logits, err = e.Forward([]int32{id}, pos)
+			picks, logits, err = e.ForwardTop([]int32{id}, pos, s.Needs(history), buf)
+			if picks != nil {
+				buf = picks
+			}
 		}
 		if err != nil {
 			return nil, err
