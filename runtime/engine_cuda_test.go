@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,6 +119,82 @@ func TestCUDASequences(t *testing.T) {
 	for range 8 {
 		if err := <-done; err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestCUDASampledPicks checks sampled decoding on the GPU with the device's
+// picks (devices.TopKer) against the same with the logits read back
+// (noDeviceTopK): Generate alone, and an engine's four sampled requests at
+// once against each one's Generate, token for token.
+func TestCUDASampledPicks(t *testing.T) {
+	devs, err := cuda.Open()
+	if errors.Is(err, devices.ErrNotAvailable) {
+		t.Skipf("skipping: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, d := range devs {
+			d.Close()
+		}
+	}()
+	m := builtinModel(t)
+	const cells = 128
+	prompts := []string{"Once upon a time", "The cat", "Lily and Tom went to the park. They", "One day"}
+	cfgs := []SamplerConfig{
+		{Temp: 0.8, TopK: 40, TopP: 0.95, RepeatPenalty: 1.1, RepeatLastN: 64, Seed: 1},
+		{Temp: 1.5, TopK: 200, TopP: 1, RepeatPenalty: 1, Seed: 2},
+		{Temp: 0, TopP: 1, RepeatPenalty: 1.3, RepeatLastN: 16, Seed: 3},
+		{Temp: 1, TopK: 3, TopP: 0.5, RepeatPenalty: 1, Seed: 4},
+	}
+	want := make([][]int32, len(prompts))
+	toks := make([][]int32, len(prompts))
+	for _, host := range []bool{true, false} {
+		noDeviceTopK = host
+		for i, p := range prompts {
+			x, err := NewPlanExecutor(m, devs[:1], cells, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := x.Generate(GenerateOptions{Prompt: p, MaxTokens: 40, Sampler: cfgs[i]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if host {
+				want[i], toks[i] = r.Tokens, r.PromptTokens
+			} else if !slices.Equal(r.Tokens, want[i]) {
+				t.Fatalf("prompt %d: Generate with the device's picks %v, with the logits %v", i, r.Tokens, want[i])
+			}
+		}
+	}
+	noDeviceTopK = false
+	x, err := NewPlanExecutor(m, devs[:1], len(prompts)*cells, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(x, EngineOptions{Slots: len(prompts), Queue: len(prompts)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	got := make([][]int32, len(prompts))
+	errs := make([]error, len(prompts))
+	var wg sync.WaitGroup
+	for i := range prompts {
+		wg.Go(func() {
+			_, errs[i] = e.Generate(context.Background(), Request{Prompt: toks[i], MaxTokens: 40, Sampler: cfgs[i]},
+				func(id int32) bool { got[i] = append(got[i], id); return true })
+		})
+	}
+	wg.Wait()
+	for i := range prompts {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("request %d: engine %v, Generate %v", i, got[i], want[i])
 		}
 	}
 }

@@ -8,6 +8,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"time"
@@ -477,6 +478,10 @@ func (e *Executor) ForwardRowsTop(tokens []int32, rows []ops.Row, m int, picks [
 	return e.topStep(ops.Step{Tokens: tokens, Rows: rows}, m, picks)
 }
 
+// noDeviceTopK turns the device's picks off (HYBRID_DEVICE_TOPK=0): every
+// sampled step reads its logits back, to measure the two.
+var noDeviceTopK = os.Getenv("HYBRID_DEVICE_TOPK") == "0"
+
 // topStep runs step st and reads back the m largest of each of its logits'
 // rows into picks, or, where the device cannot pick them, the logits.
 func (e *Executor) topStep(st ops.Step, m int, picks []devices.Pick) ([]devices.Pick, []float32, error) {
@@ -484,7 +489,7 @@ func (e *Executor) topStep(st ops.Step, m int, picks []devices.Pick) ([]devices.
 	if err == nil {
 		v := len(e.logits)
 		t, ok := c.dev[c.g.Ops[len(c.g.Ops)-1].ID].(devices.TopKer)
-		if ok && m >= 1 && m <= min(v, devices.MaxPicks) {
+		if ok && !noDeviceTopK && m >= 1 && m <= min(v, devices.MaxPicks) {
 			rows := 1
 			if st.Rows != nil {
 				rows = len(st.Tokens)

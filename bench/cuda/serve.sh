@@ -16,6 +16,10 @@
 # code does not set the pace. The device machine goes back 30 s after
 # a call ends, so prep (about 6 minutes) and run belong in one call:
 #   WAIT=540 bash bench/cuda/serve.sh prep && bash bench/cuda/serve.sh run
+# run takes TEMP (the requests' temperature, default 0: greedy; above 0 each
+# server samples with its defaults, top-k 40 and top-p 0.95 on both),
+# MODELS (default "tl 7b") and ONLY=hybrid (leave llama-server out, for an
+# A/B of hybrid alone, such as HYBRID_DEVICE_TOPK=0).
 set -u
 H=.device/mg/hybrid
 L=.device/mg/serverload
@@ -23,6 +27,9 @@ S=/tmp/lcpp-srv/build/bin/llama-server
 CTX=${CTX:-4096}
 MAXT=${MAXT:-128}
 PROMPT=${PROMPT:-64}
+TEMP=${TEMP:-0}
+MODELS=${MODELS:-tl 7b}
+ONLY=${ONLY:-}
 
 prep() {
   if [ ! -x $S ]; then
@@ -63,17 +70,17 @@ one() {
   pid=$!
   if ! waitup http://127.0.0.1:$port $pid; then echo "$name did not start"; tail -20 /tmp/srv.err; kill $pid 2>/dev/null; return; fi
   $L --url http://127.0.0.1:$port/v1 --streams 1 --requests 1 --max-tokens 8 --prompt-tokens $PROMPT >/dev/null 2>&1
-  $L --url http://127.0.0.1:$port/v1 --streams $n --requests $((n < 2 ? 4 : 2 * n)) --max-tokens $MAXT --prompt-tokens $PROMPT --json >/tmp/res/$name.s$n.json 2>/tmp/res/$name.s$n.err || tail -3 /tmp/res/$name.s$n.err
+  $L --url http://127.0.0.1:$port/v1 --streams $n --requests $((n < 2 ? 4 : 2 * n)) --max-tokens $MAXT --prompt-tokens $PROMPT --temperature $TEMP --json >/tmp/res/$name.s$n.json 2>/tmp/res/$name.s$n.err || tail -3 /tmp/res/$name.s$n.err
   kill -TERM $pid; wait $pid 2>/dev/null
 }
 
 run() {
-  for m in tl 7b; do
+  for m in $MODELS; do
     rm -rf /tmp/res; mkdir -p /tmp/res
-    echo "== $m: $( [ $m = tl ] && echo TinyLlama-1.1B Q4_0 || echo Llama-7B Q4_K_M ), context $CTX shared by the slots, prompts of ~$PROMPT tokens, $MAXT tokens each"
+    echo "== $m: $( [ $m = tl ] && echo TinyLlama-1.1B Q4_0 || echo Llama-7B Q4_K_M ), context $CTX shared by the slots, prompts of ~$PROMPT tokens, $MAXT tokens each, temperature $TEMP"
     for n in 1 4 16; do
       one hybrid /tmp/$m.gguf $n
-      one llama /tmp/$m.gguf $n
+      [ "$ONLY" = hybrid ] || one llama /tmp/$m.gguf $n
     done
     $L --compare /tmp/res
   done

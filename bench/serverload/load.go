@@ -23,7 +23,8 @@ type Config struct {
 	Streams      int    // clients sending at once
 	Requests     int    // requests in all, shared by the clients
 	MaxTokens    int
-	PromptTokens int // about how long each prompt is
+	PromptTokens int     // about how long each prompt is
+	Temperature  float64 // each request's; the servers' own defaults for the other sampling settings
 	Seed         int64
 	Timeout      time.Duration // for one request
 	// CharsPerToken sizes the prompts; 0 measures it with the warm-up
@@ -67,6 +68,7 @@ type Result struct {
 	Model            string  `json:"model,omitempty"`
 	Streams          int     `json:"streams"`
 	MaxTokens        int     `json:"max_tokens"`
+	Temperature      float64 `json:"temperature"`
 	PromptTarget     int     `json:"prompt_tokens_target"`
 	CharsPerToken    float64 `json:"chars_per_token"`
 	WallS            float64 `json:"wall_s"` // the first request sent to the last one done
@@ -230,7 +232,7 @@ func newClient(cfg Config) *client {
 // complete sends one streamed completion of prompt and measures it.
 func (c *client) complete(ctx context.Context, prompt string, maxTokens int) (*stream, time.Duration, error) {
 	body, err := json.Marshal(completionBody{
-		Model: c.cfg.Model, Prompt: prompt, MaxTokens: maxTokens, Temperature: 0, Seed: c.cfg.Seed,
+		Model: c.cfg.Model, Prompt: prompt, MaxTokens: maxTokens, Temperature: c.cfg.Temperature, Seed: c.cfg.Seed,
 		Stream: true, StreamOptions: map[string]any{"include_usage": true},
 	})
 	if err != nil {
@@ -304,7 +306,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	res := &Result{URL: cfg.URL, Model: cfg.Model, Streams: cfg.Streams, MaxTokens: cfg.MaxTokens,
+	res := &Result{URL: cfg.URL, Model: cfg.Model, Streams: cfg.Streams, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature,
 		PromptTarget: cfg.PromptTokens, CharsPerToken: cpt, Requests: make([]Request, cfg.Requests)}
 	prompts := make([]string, cfg.Requests)
 	for i := range prompts {

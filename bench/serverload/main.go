@@ -63,6 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Requests, "requests", 0, "requests in all (default: 2 × streams, at least 4)")
 	fs.IntVar(&cfg.MaxTokens, "max-tokens", 64, "max_tokens of each request")
 	fs.IntVar(&cfg.PromptTokens, "prompt-tokens", 64, "about how many tokens each prompt has")
+	fs.Float64Var(&cfg.Temperature, "temperature", 0, "the requests' temperature (0: greedy; above 0, each server's defaults for top-k, top-p and the rest)")
 	fs.Int64Var(&cfg.Seed, "seed", 42, "the requests' seed (at temperature 0 it changes nothing)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "longest one request may take")
 	fs.Float64Var(&cfg.CharsPerToken, "chars-per-token", 0, "size prompts at this many characters a token (default: measured by the warm-up request)")
@@ -93,6 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--prompt-tokens %d: want 2 or more", cfg.PromptTokens)
 	case cfg.CharsPerToken < 0:
 		return fmt.Errorf("--chars-per-token %g: want more than 0", cfg.CharsPerToken)
+	case !(cfg.Temperature >= 0 && cfg.Temperature <= 100):
+		return fmt.Errorf("--temperature %g: want 0 to 100", cfg.Temperature)
 	case cfg.Pause < 0:
 		return fmt.Errorf("--pause %v: want 0 or more", cfg.Pause)
 	}
@@ -126,8 +129,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func printResult(w io.Writer, r *Result) {
 	t := table.NewWriter()
 	t.SetOutputMirror(w)
-	t.SetTitle(fmt.Sprintf("%s: %d stream(s), %d requests, about %d prompt tokens, %d max tokens",
-		r.URL, r.Streams, len(r.Requests), r.PromptTarget, r.MaxTokens))
+	t.SetTitle(fmt.Sprintf("%s: %d stream(s), %d requests, about %d prompt tokens, %d max tokens, temperature %g",
+		r.URL, r.Streams, len(r.Requests), r.PromptTarget, r.MaxTokens, r.Temperature))
 	t.AppendHeader(table.Row{"aggregate tok/s", "completion tokens", "wall s", "TTFT ms mean", "p50", "p90", "ms/token after the first", "prompt tokens/request", "failed"})
 	perReq := 0.0
 	if ok := len(r.Requests) - r.Failed; ok > 0 {

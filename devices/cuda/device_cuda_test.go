@@ -961,6 +961,32 @@ func TestTopK(t *testing.T) {
 	for i := range len(all) / n {
 		check(t, all[i*n:(i+1)*n], m, got[i*m:(i+1)*m])
 	}
+	// Time: the picks of 16 rows of 32000 (a batched sampled step's)
+	// against reading the rows back.
+	big := verify.RandVec(r, 16*32000)
+	bb, err := g.Alloc(len(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Free(bb)
+	if err := g.Write(bb, big); err != nil {
+		t.Fatal(err)
+	}
+	p := make([]devices.Pick, 16*40)
+	t0 := time.Now()
+	for range 50 {
+		if err := g.ReadTopK(bb, 32000, 40, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tk := time.Since(t0) / 50
+	t0 = time.Now()
+	for range 50 {
+		if err := g.Read(big, bb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("16 rows of 32000: ReadTopK of 40 a row %v, Read of the rows %v", tk, time.Since(t0)/50)
 	b, err := g.Alloc(len(all))
 	if err != nil {
 		t.Fatal(err)
