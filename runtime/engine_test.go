@@ -170,6 +170,15 @@ func TestEngineSlotsMatchSingleRuns(t *testing.T) {
 		if fin.Cached != len(first)+7 {
 			t.Errorf("%d slots: %d prompt tokens reused, want %d", slots, fin.Cached, len(first)+7)
 		}
+		// Another prompt whose start is the same for a few tokens, less
+		// than half of it: prefilled whole, as in a fresh slot.
+		other := append(slices.Clone(next[:3]), m.Tokenizer.Encode(" a dragon flew over the hills and the sea", false)...)
+		if fin, err = e.Generate(context.Background(), Request{Prompt: other, MaxTokens: 2, Sampler: greedy}, func(int32) bool { return true }); err != nil {
+			t.Fatal(err)
+		}
+		if fin.Cached != 0 {
+			t.Errorf("%d slots: %d of %d prompt tokens reused from a slot sharing its first 3", slots, fin.Cached, len(other))
+		}
 		e.Close(context.Background())
 	}
 }
