@@ -82,9 +82,21 @@ func compareDir(dir string, w io.Writer) error {
 		return true
 	}
 	h1, l1 := hybrid[1], llama[1]
-	if !complete(h1) || !complete(l1) {
-		h1, l1 = nil, nil
+	if !complete(h1) {
+		h1 = nil
 	}
+	if !complete(l1) {
+		l1 = nil
+	}
+	// against1 is a side's cell against its own single stream: f of its
+	// runs and its one-stream runs, or "–" without either.
+	against1 := func(rs, one runs, ok bool, f func(rs, one runs) string) string {
+		if !ok || one == nil {
+			return "–"
+		}
+		return f(rs, one)
+	}
+	scaleOf := func(rs, one runs) string { return f2(median(rs) / median(one)) }
 
 	t := table.NewWriter()
 	t.SetOutputMirror(w)
@@ -125,13 +137,13 @@ func compareDir(dir string, w io.Writer) error {
 		ratio, scale, tpot, same, single := "–", "–", "–", "–", "–"
 		if hOK && lOK {
 			ratio = ratioCell(h, l)
-			if h1 != nil {
-				scale = fmt.Sprintf("%s / %s", f2(median(h)/median(h1)), f2(median(l)/median(l1)))
-			}
 			tpot = fmt.Sprintf("%s / %s", f1(pooled(h, tpotOf).Mean), f1(pooled(l, tpotOf).Mean))
 			same = sameText(h, l)
-			if h1 != nil && n != 1 {
-				single = sameText(h, h1) + " / " + sameText(l, l1)
+		}
+		if hOK && h1 != nil || lOK && l1 != nil {
+			scale = against1(h, h1, hOK, scaleOf) + " / " + against1(l, l1, lOK, scaleOf)
+			if n != 1 {
+				single = against1(h, h1, hOK, sameText) + " / " + against1(l, l1, lOK, sameText)
 			}
 		}
 		requests := "–"

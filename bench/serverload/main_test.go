@@ -307,7 +307,9 @@ func TestCompare(t *testing.T) {
 				// The median of 10, 30 and 20; the TTFT of all three runs;
 				// hybrid's text as llama-server's in runs 1 and 3.
 				"| 1 | 1 | 20.00 (10.00–30.00) | 10.00 (10.00–10.00) | **2.00** (1.00–3.00) | 1.00 / 1.00 | 200.0 (300.0) | 100.0 (100.0) | 10.0 / 10.0 | 2 of 3 | – |",
-				"| 2 | 1 | 40.00 (40.00–40.00) | 1 of 3 runs failed | – | – | 1.0 (1.0) | 1 of 3 runs failed | – | – | – |",
+				// hybrid's own columns against its single stream stay
+				// where llama-server's runs failed.
+				"| 2 | 1 | 40.00 (40.00–40.00) | 1 of 3 runs failed | – | 2.00 / – | 1.0 (1.0) | 1 of 3 runs failed | – | – | 2 of 3 / – |",
 			},
 			note: "Other processes were busy beside the server (cores, over the run): hybrid at 1 stream(s), run 3: 0.25.",
 			err:  "llama-server at 2 stream(s): 1 of 3 runs failed",
