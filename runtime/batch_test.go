@@ -8,6 +8,7 @@ import (
 
 	"hybrid/devices"
 	"hybrid/devices/cpu"
+	"hybrid/models/llama"
 	"hybrid/ops"
 )
 
@@ -227,6 +228,31 @@ func TestEngineGreedyPicksOnDevice(t *testing.T) {
 	}
 }
 
+// prefilledRows returns an executor on each device with three short prompts
+// prefilled into slots of cells cells, and the rows and tokens of their next
+// batched step.
+func prefilledRows(t *testing.T, m *llama.Model, cells int, devs ...devices.Device) ([]*Executor, []ops.Row, []int32) {
+	prompts := [][]int32{{1, 400, 22}, {1, 17}, {1, 300, 301, 302, 5}}
+	n := len(prompts)
+	rows := make([]ops.Row, n)
+	toks := make([]int32, n)
+	var xs []*Executor
+	for _, d := range devs {
+		e, err := NewExecutor(m, d, n*cells)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range prompts {
+			if _, err := e.PrefillSeq(p, 0, i*cells); err != nil {
+				t.Fatal(err)
+			}
+			rows[i], toks[i] = ops.Row{Pos: len(p), Base: i * cells}, int32(5+i)
+		}
+		xs = append(xs, e)
+	}
+	return xs, rows, toks
+}
+
 // TestForwardRowsGreedy checks that a batched step's greedy picks are Greedy
 // of each row of ForwardRows' logits, on a device that picks them itself
 // (devices.Argmaxer) and on one that does not, and that an engine's greedy
@@ -235,31 +261,10 @@ func TestEngineGreedyPicksOnDevice(t *testing.T) {
 func TestForwardRowsGreedy(t *testing.T) {
 	m := builtinModel(t)
 	const cells = 64
-	prompts := [][]int32{{1, 400, 22}, {1, 17}, {1, 300, 301, 302, 5}}
-	n := len(prompts)
-	plain, err := NewExecutor(m, cpu.New("cpu", 1), n*cells)
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := &argmaxer{Device: cpu.New("cpu", 1)}
-	picking, err := NewExecutor(m, a, n*cells)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := NewExecutor(m, cpu.New("cpu", 1), n*cells)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := make([]ops.Row, n)
-	toks := make([]int32, n)
-	for _, e := range []*Executor{plain, picking, other} {
-		for i, p := range prompts {
-			if _, err := e.PrefillSeq(p, 0, i*cells); err != nil {
-				t.Fatal(err)
-			}
-			rows[i], toks[i] = ops.Row{Pos: len(p), Base: i * cells}, int32(5+i)
-		}
-	}
+	xs, rows, toks := prefilledRows(t, m, cells, cpu.New("cpu", 1), a, cpu.New("cpu", 1))
+	plain, picking, other := xs[0], xs[1], xs[2]
+	n := len(rows)
 	var ids []int32
 	for s := range 4 {
 		logits, err := plain.ForwardRows(toks, rows)
@@ -368,27 +373,10 @@ func (k *topker) ReadTopK(src devices.Buffer, n, m int, picks []devices.Pick) er
 func TestForwardTop(t *testing.T) {
 	m := builtinModel(t)
 	const cells = 64
-	prompts := [][]int32{{1, 400, 22}, {1, 17}, {1, 300, 301, 302, 5}}
-	n := len(prompts)
-	plain, err := NewExecutor(m, cpu.New("cpu", 1), n*cells)
-	if err != nil {
-		t.Fatal(err)
-	}
 	k := &topker{Device: cpu.New("cpu", 1)}
-	picking, err := NewExecutor(m, k, n*cells)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := make([]ops.Row, n)
-	toks := make([]int32, n)
-	for _, e := range []*Executor{plain, picking} {
-		for i, p := range prompts {
-			if _, err := e.PrefillSeq(p, 0, i*cells); err != nil {
-				t.Fatal(err)
-			}
-			rows[i], toks[i] = ops.Row{Pos: len(p), Base: i * cells}, int32(5+i)
-		}
-	}
+	xs, rows, toks := prefilledRows(t, m, cells, cpu.New("cpu", 1), k)
+	plain, picking := xs[0], xs[1]
+	n := len(rows)
 	var picks []devices.Pick
 	for s, mm := range []int{1, 40, devices.MaxPicks, 0, devices.MaxPicks + 1} {
 		logits, err := plain.ForwardRows(toks, rows)

@@ -77,7 +77,8 @@ type Finish struct {
 // at the next step, after its prompt's prefill, and a finished or cancelled
 // one leaves and frees its slot. A slot keeps the tokens its cache holds,
 // and a request that starts with them (the same conversation, one turn on)
-// prefills only the rest, where they are at least half its prompt. Generate may be called from any goroutine.
+// prefills only the rest, where they are at least half its prompt.
+// Generate may be called from any goroutine.
 type Engine struct {
 	x     *Executor
 	opts  EngineOptions
@@ -425,10 +426,11 @@ func (e *Engine) start(j *job) bool {
 	// conversation one turn on, a long shared system prompt): a shorter
 	// shared start, such as the BOS token and a common first word, is
 	// prefilled again, so that an answer does not depend on what its slot
-	// held before: on a GPU a prompt prefilled in two parts gives logits a
+	// held before. On a GPU a prompt prefilled in two parts gives logits a
 	// little apart from the same prompt prefilled whole (up to 0.12 for a
 	// synthetic TinyLlama on an H100), enough to change a greedy text.
-	// Skipping a short part costs at most twice the prefill.
+	// Prefilling a short shared start again costs at most twice the
+	// prefill.
 	keep = min(keep, len(r.Prompt)-1)
 	if 2*keep < len(r.Prompt) {
 		keep = 0

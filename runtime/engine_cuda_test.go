@@ -18,24 +18,31 @@ import (
 	"hybrid/ops"
 )
 
+// openGPUs opens the CUDA devices, closed when tb ends; tb is skipped
+// where there are none.
+func openGPUs(tb testing.TB) []devices.Device {
+	devs, err := cuda.Open()
+	if errors.Is(err, devices.ErrNotAvailable) {
+		tb.Skipf("skipping: %v", err)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		for _, d := range devs {
+			d.Close()
+		}
+	})
+	return devs
+}
+
 // TestCUDASequences checks steps of several sequences on the GPU: prompts
 // prefilled into four slots' cells, then batched decode steps, against each
 // sequence run alone on a GPU executor of its own (logits bit for bit: a
 // batch's mat-vecs compute each row as its decode step does), and that an
 // Engine's greedy streams on four slots run.
 func TestCUDASequences(t *testing.T) {
-	devs, err := cuda.Open()
-	if errors.Is(err, devices.ErrNotAvailable) {
-		t.Skipf("skipping: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, d := range devs {
-			d.Close()
-		}
-	}()
+	devs := openGPUs(t)
 	m := builtinModel(t)
 	const slots, cells = 4, 128
 	x, err := NewPlanExecutor(m, devs[:1], slots*cells, Options{})
@@ -128,18 +135,7 @@ func TestCUDASequences(t *testing.T) {
 // (noDeviceTopK): Generate alone, and an engine's four sampled requests at
 // once against each one's Generate, token for token.
 func TestCUDASampledPicks(t *testing.T) {
-	devs, err := cuda.Open()
-	if errors.Is(err, devices.ErrNotAvailable) {
-		t.Skipf("skipping: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, d := range devs {
-			d.Close()
-		}
-	}()
+	devs := openGPUs(t)
 	m := builtinModel(t)
 	const cells = 128
 	prompts := []string{"Once upon a time", "The cat", "Lily and Tom went to the park. They", "One day"}
@@ -204,18 +200,7 @@ func TestCUDASampledPicks(t *testing.T) {
 // together; tok/s is rows·steps per second. HYBRID_BENCH_MODEL names the
 // GGUF file (the built-in model without it).
 func BenchmarkCUDARows(b *testing.B) {
-	devs, err := cuda.Open()
-	if errors.Is(err, devices.ErrNotAvailable) {
-		b.Skipf("skipping: %v", err)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		for _, d := range devs {
-			d.Close()
-		}
-	}()
+	devs := openGPUs(b)
 	m, err := LoadModel(os.Getenv("HYBRID_BENCH_MODEL"), nil)
 	if err != nil {
 		b.Fatal(err)

@@ -513,8 +513,8 @@ func (e *Executor) topStep(st ops.Step, m int, picks []devices.Pick) ([]devices.
 	return nil, nil, err
 }
 
-// nanRow reports whether a row of picks, m a row, is a row with a NaN
-// (devices.TopKer).
+// nanRow reports whether any row of picks (m a row) is that of a row of
+// logits with a NaN (devices.TopKer).
 func nanRow(picks []devices.Pick, m int) bool {
 	for i := 0; i < len(picks); i += m {
 		if picks[i].Index < 0 {
