@@ -657,6 +657,15 @@ func TestBandwidth(t *testing.T) {
 			line += fmt.Sprintf(" n=%d %.1f µs (%.2f× n=1)", n, pn.Seconds()*1e6, pn.Seconds()/per.Seconds())
 		}
 		if mvtTypes[typ] > 0 {
+			// The same batches with the weight rows read where they are
+			// (not staged in shared memory), for the staging's gain.
+			line += "; unstaged:"
+			noMVTStage = true
+			for _, n := range batches[:len(batches)-1] {
+				pn := timeRuns(xn[n].(*Buffer), yn[n].(*Buffer), 100)
+				line += fmt.Sprintf(" n=%d %.1f µs", n, pn.Seconds()*1e6)
+			}
+			noMVTStage = false
 			// The same batches on dp4a (mvb), for the tensor cores' gain.
 			line += "; on mvb:"
 			useMVT = false

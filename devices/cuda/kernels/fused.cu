@@ -5,6 +5,7 @@
 // kernel computes exactly what the single-op kernels compute (common.cuh).
 #include "common.cuh"
 #include "q8.cuh"
+#include "tc.cuh"
 
 #define MV_THREADS 256 // 8 warps, each taking rows a grid's warps apart; block_rms_scale needs 256
 #define MV_PLAIN 0     // up to three weights' rows, one after another
@@ -383,8 +384,11 @@ FOR_TYPES(MVB)
 // the groups are then added by butterfly (g with g^(per/2), then
 // g^(per/4), …, and +0 from the TPB-1 idle lanes of each group).
 //
-// A block of four warps takes 8 weight rows (the mma's B, n = 8, read
-// straight from the weights: lane l's row l/4) and all activation rows (A,
+// A block of four warps takes 8 weight rows (the mma's B, n = 8: lane l's
+// row l/4, read straight from the weights, or, where stage is set, from
+// shared memory, the eight rows copied there first in 16-byte pieces, all
+// at once: Q4_0's two-byte reads of eight rows spread over memory made it
+// 2.2× a single row's mat-vec at 4 rows) and all activation rows (A,
 // m = 16 a tile, from L1); warp w takes the decode's groups g ≡ w (mod 4),
 // NJ = per/4 of them, with a running sum each, so that the block reads
 // each weight byte once and in order. A warp's groups are added as the
@@ -570,16 +574,34 @@ __device__ __forceinline__ const uint8_t *mvtRow(int r, const uint8_t *W0, const
 
 template <int T, int MT>
 __device__ __forceinline__ void mvt(const uint8_t *xq, int xs, int n, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb,
-                                    float *Y0, float *Y1, float *Y2, int r0, int r1, int r2) {
+                                    float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int stage) {
 	typedef D8<T> D;
 	const int per = 32 / D::TPB, NJ = per / MVT_WARPS;
 	__shared__ float part[MVT_WARPS][MT][4][32];
+	extern __shared__ uint4 wst[];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
 	int total = r0 + r1 + r2, row0 = blockIdx.x * 8;
 	// Rows past the last are read as the last, and not written.
 	const uint8_t *bB = mvtRow(min(row0 + g, total - 1), W0, W1, W2, rb, r0, r1);
 	const uint8_t *bC0 = mvtRow(min(row0 + 2 * tig, total - 1), W0, W1, W2, rb, r0, r1);
 	const uint8_t *bC1 = mvtRow(min(row0 + 2 * tig + 1, total - 1), W0, W1, W2, rb, r0, r1);
+	if (stage) {
+		// The block's eight weight rows (rb bytes each, a whole number of
+		// 16) copied to shared memory first, all at once and coalesced,
+		// then read from there: the same bytes, so the same sums. Rows
+		// are rb + 16 bytes apart there, so that the eight rows a warp
+		// reads at one offset fall in different banks.
+		uint8_t *ws = (uint8_t *)wst;
+		int cpr = (int)(rb >> 4), pitch = (int)rb + 16;
+		for (int c = threadIdx.x; c < 8 * cpr; c += blockDim.x) {
+			int r = c / cpr, k = c - r * cpr;
+			cp_async16(ws + r * pitch + 16 * k, mvtRow(min(row0 + r, total - 1), W0, W1, W2, rb, r0, r1) + 16 * k, 16);
+		}
+		cp_async_commit();
+		cp_async_wait<0>();
+		__syncthreads();
+		bB = ws + g * pitch, bC0 = ws + 2 * tig * pitch, bC1 = ws + (2 * tig + 1) * pitch;
+	}
 	const uint8_t *x[MT][2];
 #pragma unroll
 	for (int mt = 0; mt < MT; mt++)
@@ -649,13 +671,13 @@ __device__ __forceinline__ void mvt(const uint8_t *xq, int xs, int n, int cols, 
 #define MVT(id, name)                                                                                                                           \
 	extern "C" __global__ void __launch_bounds__(32 * MVT_WARPS)                                                                                \
 	    mvt_##name(const uint8_t *xq, int xs, int n, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, float *Y0, \
-	               float *Y1, float *Y2, int r0, int r1, int r2) {                                                                              \
-		mvt<id, 1>(xq, xs, n, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2);                                                                   \
+	               float *Y1, float *Y2, int r0, int r1, int r2, int stage) {                                                                   \
+		mvt<id, 1>(xq, xs, n, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, stage);                                                            \
 	}                                                                                                                                           \
 	extern "C" __global__ void __launch_bounds__(32 * MVT_WARPS)                                                                                \
 	    mvt2_##name(const uint8_t *xq, int xs, int n, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, float *Y0, \
-	                float *Y1, float *Y2, int r0, int r1, int r2) {                                                                             \
-		mvt<id, 2>(xq, xs, n, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2);                                                                   \
+	                float *Y1, float *Y2, int r0, int r1, int r2, int stage) {                                                                  \
+		mvt<id, 2>(xq, xs, n, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, stage);                                                            \
 	}
 MVT(T_Q4_0, q4_0)
 MVT(T_Q8_0, q8_0)
