@@ -609,6 +609,7 @@ var mvtStaged = map[quant.Type]bool{quant.Q4_0: true, quant.Q8_0: true}
 // with its own 4 KiB, within the 48 KiB a block has without asking.
 const mvtStageMax = 40 << 10
 
+// noMVTStage is HYBRID_CUDA_MVT_STAGE=0: mvtStage stages nothing.
 var noMVTStage = os.Getenv("HYBRID_CUDA_MVT_STAGE") == "0"
 
 // mvtWarps is an mvt block's warps (MVT_WARPS): the decode's lane groups
