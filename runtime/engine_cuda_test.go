@@ -15,6 +15,7 @@ import (
 
 	"hybrid/devices"
 	"hybrid/devices/cuda"
+	"hybrid/models/llama"
 	"hybrid/ops"
 )
 
@@ -250,6 +251,140 @@ func BenchmarkCUDARows(b *testing.B) {
 				step()
 			}
 			b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "tok/s")
+		})
+	}
+}
+
+// BenchmarkCUDAEngine runs what bench/cuda/serve.sh asks of a server,
+// without HTTP: closed-loop streams, each sending greedy requests one after
+// another, prompts of a different length each (so that every prefill is a
+// new shape), 128 tokens each, greedy or with llama.cpp's default sampling,
+// on an Engine with a slot per stream. It reports aggregate generated
+// tok/s, and the mean prefill and time to first token (queue + prefill).
+func BenchmarkCUDAEngine(b *testing.B) {
+	devs := openGPUs(b)
+	m, err := LoadModel(os.Getenv("HYBRID_BENCH_MODEL"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"greedy", "sampled"} {
+		sc := SamplerConfig{TopP: 1, RepeatPenalty: 1}
+		if mode == "sampled" {
+			sc = DefaultSampler()
+		}
+		for _, streams := range []int{1, 4, 16} {
+			benchEngine(b, m, devs[0], mode, streams, sc)
+		}
+	}
+}
+
+func benchEngine(b *testing.B, m *llama.Model, dev devices.Device, mode string, streams int, sc SamplerConfig) {
+	const ctx, gen = 4096, 128
+	b.Run(fmt.Sprintf("%s/streams=%d", mode, streams), func(b *testing.B) {
+		x, err := NewPlanExecutor(m, []devices.Device{dev}, ctx, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := NewEngine(x, EngineOptions{Slots: streams, Queue: streams})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer e.Close(context.Background())
+		serial := 0
+		prompt := func() []int32 {
+			serial++
+			p := make([]int32, 56+serial%17)
+			p[0] = 1
+			for i := 1; i < len(p); i++ {
+				p[i] = int32(2 + (serial*131+i*7)%(m.Config.Vocab-2))
+			}
+			return p
+		}
+		run := func(requests int) (toks int, prefill, ttft float64, el time.Duration) {
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			ps := make([][]int32, requests)
+			for i := range ps {
+				ps[i] = prompt()
+			}
+			t0 := time.Now()
+			for s := range streams {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for r := s; r < requests; r += streams {
+						f, err := e.Generate(context.Background(), Request{Prompt: ps[r], MaxTokens: gen, Sampler: sc}, func(int32) bool { return true })
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mu.Lock()
+						toks += f.Tokens
+						prefill += f.PrefillMs
+						ttft += f.QueueMs + f.PrefillMs
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			return toks, prefill / float64(requests), ttft / float64(requests), time.Since(t0)
+		}
+		run(streams) // warm: graphs, the batched steps' compiles
+		b.ResetTimer()
+		var toks int
+		var prefill, ttft float64
+		var el time.Duration
+		for range b.N {
+			t, p, f, d := run(2 * streams)
+			toks, prefill, ttft, el = toks+t, prefill+p, ttft+f, el+d
+		}
+		b.ReportMetric(float64(toks)/el.Seconds(), "tok/s")
+		b.ReportMetric(prefill/float64(b.N), "prefill-ms")
+		b.ReportMetric(ttft/float64(b.N), "ttft-ms")
+	})
+}
+
+// BenchmarkCUDAPrefillShapes times a short prompt's prefill on the GPU in
+// its parts: compiling the step of a new length (its graph, placement and
+// buffers), its first run, its second (a graph captured) and later ones (a
+// graph replayed), for prompts of about 16 to 512 tokens.
+func BenchmarkCUDAPrefillShapes(b *testing.B) {
+	devs := openGPUs(b)
+	m, err := LoadModel(os.Getenv("HYBRID_BENCH_MODEL"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	x, err := NewPlanExecutor(m, devs[:1], 4096, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := x.ForwardSeq([]int32{1}, 0, 0); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{16, 64, 128, 256, 512} {
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
+			var el [5]time.Duration // compile, then runs 1 to 4
+			for i := range b.N {
+				toks := make([]int32, n+i%2) // a new length each time
+				for j := range toks {
+					toks[j] = int32(1 + (j*7+i)%(m.Config.Vocab-1))
+				}
+				t0 := time.Now()
+				if _, err := x.compile(stepKey{n: len(toks)}); err != nil {
+					b.Fatal(err)
+				}
+				el[0] += time.Since(t0)
+				for r := 1; r < len(el); r++ {
+					t0 = time.Now()
+					if _, err := x.PrefillSeq(toks, 0, 0); err != nil {
+						b.Fatal(err)
+					}
+					el[r] += time.Since(t0)
+				}
+			}
+			for r, name := range []string{"compile", "first", "second", "third", "fourth"} {
+				b.ReportMetric(float64(el[r].Microseconds())/1e3/float64(b.N), name+"-ms")
+			}
 		})
 	}
 }

@@ -543,13 +543,19 @@ func (d *Device) alloc(n int64, kind memKind) (dptr, error) {
 	if d.used > d.peakN {
 		d.peakN, d.peak = d.used, d.held
 	}
-	d.freeGraphs() // a graph may hold a pointer that this one replaces
+	if kind != memBuffer {
+		// A graph may hold a pointer that this one replaces. An activation
+		// buffer's graphs went when it was freed (release).
+		d.freeGraphs()
+	}
 	return p, nil
 }
 
 // release frees an allocation of alloc (device thread only), after the work
 // queued before it that may still read it; captured graphs that may hold the
-// pointer are dropped.
+// pointer are dropped: for an activation buffer those whose batches read or
+// write it (so that a new prompt length's step does not drop the decode
+// step's graphs), for anything else all of them.
 func (d *Device) release(p dptr) error {
 	a, ok := d.allocs[p]
 	if !ok {
@@ -558,7 +564,11 @@ func (d *Device) release(p dptr) error {
 	if err := synchronize(); err != nil {
 		return err
 	}
-	d.freeGraphs()
+	if a.kind == memBuffer {
+		d.dropGraphs(p, p+dptr(a.n))
+	} else {
+		d.freeGraphs()
+	}
 	delete(d.allocs, p)
 	d.used -= a.n
 	d.held[a.kind] -= a.n

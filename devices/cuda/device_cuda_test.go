@@ -130,10 +130,10 @@ func TestMatMul(t *testing.T) {
 		for _, sh := range shapes {
 			data, deq := quantized(t, r, typ, sh.rows, sh.cols)
 			w := &ops.Weight{Name: fmt.Sprintf("w.%s.%dx%d", typ, sh.rows, sh.cols), Type: typ, Rows: sh.rows, Cols: sh.cols}
-			ns := []int{1, 13, 77} // decode, matmul8, tensor cores in 32-token tiles
+			ns := []int{1, 13, 77} // decode, matmul8, tensor cores split along k
 			switch sh {
 			case shapes[0]:
-				ns = append(ns, 512) // 64-token tiles (mmtTiles)
+				ns = append(ns, 512) // four token tiles, split in eight
 			case shapes[1]:
 				ns = append(ns, 300) // 128-token tiles, the last one partial
 			}
@@ -144,15 +144,19 @@ func TestMatMul(t *testing.T) {
 				n    int
 				q8   bool // the prefill on 8-bit tensor cores (useMMQ)
 				dp4a bool // a batch of mvtTypes on mvb, not mvt (useMVT off)
+				nk   int  // the prefill's narrower tiles (HYBRID_CUDA_MMT_NK)
 			}
 			var runs []run
 			for _, n := range ns {
-				runs = append(runs, run{n, false, false})
+				runs = append(runs, run{n, false, false, 0})
 				if n >= mmtMin && mmqTypes[typ] && sh.cols%mmqStep == 0 {
-					runs = append(runs, run{n, true, false})
+					runs = append(runs, run{n, true, false, 0})
 				}
 				if n == 13 && mvtTypes[typ] > 0 {
-					runs = append(runs, run{n, false, true})
+					runs = append(runs, run{n, false, true, 0})
+				}
+				if n == 77 || n == 512 {
+					runs = append(runs, run{n, false, false, 32 + 32*(n/512)})
 				}
 			}
 			for _, rn := range runs {
@@ -164,9 +168,12 @@ func TestMatMul(t *testing.T) {
 				if rn.dp4a {
 					name += "/mvb"
 				}
+				if rn.nk > 0 {
+					name += fmt.Sprintf("/nk=%d", rn.nk)
+				}
 				t.Run(name, func(t *testing.T) {
-					defer func(v, w bool) { useMMQ, useMVT = v, w }(useMMQ, useMVT)
-					useMMQ, useMVT = q8, !rn.dp4a
+					defer func(v, w bool, nk int) { useMMQ, useMVT, mmtNK = v, w, nk }(useMMQ, useMVT, mmtNK)
+					useMMQ, useMVT, mmtNK = q8, !rn.dp4a, rn.nk
 					x := verify.RandVec(r, n*sh.cols)
 					op := &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}
 					got := runOp(t, g, op, ops.Step{}, data, n*sh.rows, x)

@@ -179,8 +179,9 @@ func (e event) destroy() {
 
 // graph is an instantiated CUDA graph of captured launches.
 type graph struct {
-	g C.CUgraph
-	e C.CUgraphExec
+	g    C.CUgraph
+	e    C.CUgraphExec
+	bufs []dptr // the activation buffers its batch reads and writes (dropGraphs)
 }
 
 // capture records what f queues on s into a graph instead of running it.

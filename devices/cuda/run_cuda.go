@@ -333,6 +333,7 @@ func (d *Device) runBatch(b []pending) error {
 			if d.graphs == nil {
 				d.graphs = map[string]*graph{}
 			}
+			g.bufs = bufsOf(b)
 			d.graphs[string(key)] = g
 			d.stats.captures++
 			return g.launch(d.stream)
@@ -409,6 +410,33 @@ func (d *Device) freeGraphs() {
 	d.graphs = nil
 }
 
+// dropGraphs frees the graphs whose batches read or write an activation
+// buffer in [lo, hi).
+func (d *Device) dropGraphs(lo, hi dptr) {
+	for k, g := range d.graphs {
+		for _, p := range g.bufs {
+			if p >= lo && p < hi {
+				g.free()
+				delete(d.graphs, k)
+				break
+			}
+		}
+	}
+}
+
+// bufsOf lists the buffers a batch's ops read and write.
+func bufsOf(b []pending) []dptr {
+	var ps []dptr
+	for _, p := range b {
+		ps = append(ps, p.out.ptr)
+		for _, in := range p.ins[:p.n] {
+			ps = append(ps, in.ptr)
+		}
+	}
+	slices.Sort(ps)
+	return slices.Compact(ps)
+}
+
 // weightsOf returns the weights' and products' pointers and the weights'
 // rows of a launch of up to three weights for n activation rows, checking
 // that each product has room for them.
@@ -428,12 +456,6 @@ func weightsOf(ws []mvWeight, n int) (wp, yp [3]uintptr, rows [3]int, err error)
 // the float types, matmul8, which reads the weights once per 8 tokens in f32.
 const mmtMin = 32
 
-// mmtTiles is the fewest tiles of 64 rows a prefill mat-mul is launched
-// as: it takes tiles of 128 tokens where that leaves at least mmtTiles, else
-// of 64, else of 32 (an H100 has 132 multiprocessors, each running several
-// tiles at once). Wider tiles decode each weight for more tokens.
-const mmtTiles = 256
-
 // mmtBlocks is the number of blocks a prefill mat-mul of fewer than half as
 // many tiles is split along k to reach (kernels/matmul.cu): about eight per
 // multiprocessor of an H100. (TinyLlama's FFN gate, 704 tiles, ran no
@@ -451,6 +473,14 @@ var mmtPartialMax = func() int64 {
 	}
 	return 8 << 20
 }()
+
+// A/B switches: HYBRID_CUDA_MMT_NK=64 or 32 takes tiles of that many
+// tokens; HYBRID_CUDA_MMT_SPLIT_MANY=0 splits only launches of one weight,
+// as before the fifteenth session.
+var (
+	mmtNK, _     = strconv.Atoi(os.Getenv("HYBRID_CUDA_MMT_NK"))
+	mmtSplitMany = os.Getenv("HYBRID_CUDA_MMT_SPLIT_MANY") != "0"
+)
 
 // mmtSlices is the most slices a split-K prefill mat-mul takes, each of at
 // least one chunk of mmtChunk columns.
@@ -507,9 +537,10 @@ const mmqPad = 128
 // weights one after another. On f16 inputs (the activations rounded once
 // by to_f16), f32 sums; or with useMMQ, for the types of mmqTypes, on 8-bit
 // inputs (the activations quantized once by mmq_quant, s32 sums scaled per
-// block). Tiles are of 64 rows × 128, 64 or 32 tokens (the widest that
-// leaves mmtTiles tiles); a launch of one weight is split along k into
-// slices summed by mmt_sum where the tiles are fewer than mmtBlocks/2.
+// block). Tiles are of 64 rows × 128 tokens; a launch is split along k
+// into slices summed by mmt_sum where the tiles are fewer than
+// mmtBlocks/2 (a short prompt: TinyLlama's q, k and v at 64 tokens are 40
+// tiles).
 func (d *Device) launchMMT(tk *typed, ws []mvWeight, x *Buffer, n int) error {
 	w := ws[0].w
 	cols := w.w.Cols
@@ -524,7 +555,6 @@ func (d *Device) launchMMT(tk *typed, ws []mvWeight, x *Buffer, n int) error {
 	if x.n < n*cols {
 		return fmt.Errorf("input of %d elements, want %d×%d", x.n, n, cols)
 	}
-	tilesOf := func(nk int) int { return rowTiles * ((n + nk - 1) / nk) }
 	q8 := onMMQ(tk, cols)
 	// Warps take 32 rows × 32 tokens: eight of them in a 128-token tile,
 	// four in a 64-token one, two in a 32-token one; Q4_0's 128-token tiles
@@ -536,14 +566,17 @@ func (d *Device) launchMMT(tk *typed, ws []mvWeight, x *Buffer, n int) error {
 	case tk.mmt4w.fn != nil:
 		k, threads = tk.mmt4w, 128
 	}
-	switch {
-	case tilesOf(128) >= mmtTiles:
-	case tilesOf(64) >= mmtTiles:
+	// 128-token tiles at any length, split along k where they are few: on
+	// an H100 they beat 64- and 32-token tiles for prompts of 64 to 512
+	// tokens (TinyLlama Q4_0 and Llama-7B Q4_K_M, BenchmarkCUDAPrefillShapes
+	// in runtime). HYBRID_CUDA_MMT_NK=64 or 32 takes the narrower ones.
+	switch mmtNK {
+	case 64:
 		k, nk, threads = tk.mmt64, 64, 128
 		if q8 {
 			k = tk.mmq64
 		}
-	default:
+	case 32:
 		k, nk, threads = tk.mmt32, 32, 64
 		if q8 {
 			k = tk.mmq32
@@ -584,12 +617,19 @@ func (d *Device) launchMMT(tk *typed, ws []mvWeight, x *Buffer, n int) error {
 		return err
 	}
 	tt := (n + nk - 1) / nk
-	tiles := tilesOf(nk)
+	tiles := rowTiles * tt
 	chunks := (cols + mmtChunk - 1) / mmtChunk
+	// Split along k where the tiles are few (a short prompt). Each weight's
+	// slices take a region of d.mmtP of their own, slice z at z·n·rows of it
+	// (kernels/matmul.cu), summed into the weight's output by mmt_sum.
 	s, ks := 1, chunks*mmtChunk
-	if tiles < mmtBlocks/2 && len(ws) == 1 {
+	if tiles < mmtBlocks/2 && (len(ws) == 1 || mmtSplitMany) {
 		s = min((mmtBlocks+tiles-1)/tiles, chunks, mmtSlices)
-		if one := int64(n) * int64(rows[0]) * 4; mmtPartialMax > 0 && int64(s)*one > mmtPartialMax {
+		all := 0
+		for _, r := range rows {
+			all += r
+		}
+		if one := int64(n) * int64(all) * 4; mmtPartialMax > 0 && int64(s)*one > mmtPartialMax {
 			s = max(int(mmtPartialMax/one), 1)
 		}
 	}
@@ -597,15 +637,23 @@ func (d *Device) launchMMT(tk *typed, ws []mvWeight, x *Buffer, n int) error {
 		ks = (chunks + s - 1) / s * mmtChunk
 		s = (cols + ks - 1) / ks
 	}
+	var parts [3]uintptr
 	if s > 1 {
-		need := int64(s) * int64(n) * int64(rows[0]) * 4
+		var need int64
+		for j, r := range rows[:len(ws)] {
+			parts[j] = uintptr(need)
+			need += int64(s) * int64(n) * int64(r) * 4
+		}
 		if need > d.nmmtP {
 			if err := d.regrow(&d.mmtP, need); err != nil {
 				return err
 			}
 			d.nmmtP = need
 		}
-		yp[0] = uintptr(d.mmtP)
+		for j := range ws {
+			parts[j] += uintptr(d.mmtP)
+		}
+		yp = parts
 	}
 	a := d.args().ptr(wp[0]).ptr(wp[1]).ptr(wp[2]).i64(int64(w.rowBytes)).i32(cb).i32(rs).ptr(uintptr(d.mmtX))
 	if q8 {
@@ -615,8 +663,13 @@ func (d *Device) launchMMT(tk *typed, ws []mvWeight, x *Buffer, n int) error {
 	if err := launchShared(k, rowTiles, tt*s, threads, shm, a); err != nil || s == 1 {
 		return err
 	}
-	outs := int64(n) * int64(rows[0])
-	return launch(d.k.mmtSum, int((outs+255)/256), 1, 256, d.args().ptr(uintptr(d.mmtP)).ptr(uintptr(ws[0].y.ptr)).i64(outs).i32(s))
+	for j, m := range ws {
+		outs := int64(n) * int64(rows[j])
+		if err := launch(d.k.mmtSum, int((outs+255)/256), 1, 256, d.args().ptr(parts[j]).ptr(uintptr(m.y.ptr)).i64(outs).i32(s)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // run launches op (device thread only).
