@@ -56,6 +56,13 @@ type Info struct {
 	// buffers are large, and reused at once where nothing is fused). 0:
 	// every step.
 	FusionTokens int
+	// Queues is true for a device whose Run only queues the work and
+	// returns (a GPU): two such devices compute at once while the host
+	// goes on, so the executor pipelines a prompt's micro-batches across
+	// them. Every call that reads a buffer or copies from it waits for the
+	// work queued before it, and a copy into a buffer waits for the work
+	// queued before it that reads it.
+	Queues bool
 }
 
 // KVElemBytes is d's KVBytes, or 2 (f16) when it declares none.

@@ -129,7 +129,17 @@ func (e *Executor) BenchDepth(nPrompt, nGen, depth, reps int, seed uint64) (*Ben
 		_, err := e.Prefill(toks(depth), 0)
 		return err
 	}
-	// One untimed warm-up of each kind, as llama-bench does.
+	// One untimed warm-up of each kind, as llama-bench does: the prompt's
+	// (at the timed runs' depth, so that its steps are compiled and, on a
+	// GPU, their graphs captured) and a decode step's.
+	if nPrompt > 0 {
+		if err := fill(); err != nil {
+			return nil, err
+		}
+		if _, err := e.Prefill(toks(nPrompt), depth); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := e.Forward(toks(1), 0); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,8 @@ type CompareOptions struct {
 	// Prompt and Gen are the tokens prefilled and decoded per repetition,
 	// Reps the repetitions (Executor.Bench).
 	Prompt, Gen, Reps int
+	// MicroBatch is SessionOptions.MicroBatch.
+	MicroBatch int
 }
 
 // Comparison is the result of ComparePolicies, the document `hybrid bench
@@ -92,7 +94,7 @@ func ComparePolicies(m *llama.Model, o CompareOptions) (*Comparison, error) {
 	for _, pol := range o.Policies {
 		for i, mode := range modes {
 			sess, err := NewSession(m, SessionOptions{Policy: pol, Hardware: o.Hardware, Threads: o.Threads,
-				CPUs: o.CPUs, Context: ctx, Conversions: mode})
+				CPUs: o.CPUs, Context: ctx, Conversions: mode, MicroBatch: o.MicroBatch})
 			if err != nil {
 				return nil, err
 			}

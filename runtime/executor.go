@@ -44,7 +44,18 @@ type Options struct {
 	// per-op times are right on devices whose Run only queues the work
 	// (profiling); it costs a round trip per op.
 	SyncEachOp bool
+	// MicroBatch is the tokens of each step a prompt is split into when the
+	// plan spans several devices that queue their work (devices.Info.Queues:
+	// the GPUs of a layer split), so that a device computes one micro-batch
+	// while the device after it computes the one before (a pipeline). 0 is
+	// DefaultMicroBatch; negative keeps steps of up to MaxBatch tokens.
+	MicroBatch int
 }
+
+// DefaultMicroBatch is Options.MicroBatch's default: a 512-token prompt
+// over two GPUs runs as four micro-batches in five rounds, each GPU busy in
+// four of them.
+const DefaultMicroBatch = 128
 
 // Executor runs a model on a set of devices.
 type Executor struct {
@@ -60,7 +71,12 @@ type Executor struct {
 	host      []float32 // scratch for copies through the host
 	// single is a device that runs steps of one sequence only (nil: none).
 	single devices.Device
-	Stats  Stats
+	// pipeline is true where the plan spans several devices that queue
+	// their work: a prompt then runs in micro-batches (Options.MicroBatch).
+	pipeline bool
+	// prefills is the prompt steps kept compiled, oldest first (compile).
+	prefills []stepKey
+	Stats    Stats
 }
 
 // compiled is a step's graph with every op's device, buffers and copies.
@@ -186,6 +202,7 @@ func NewPlanExecutor(m *llama.Model, devs []devices.Device, ctx int, opts Option
 	if err != nil {
 		return nil, err
 	}
+	e.pipeline = queueing(placed) > 1
 	// Each device's weights, in the graph's order.
 	type load struct {
 		ws   []*ops.Weight
@@ -769,8 +786,37 @@ func transfer(from, to devices.Device, dst, src devices.Buffer, n int, host *[]f
 	return to.Write(dst, h)
 }
 
+// queueing counts the devices among placed whose Run only queues the work
+// (devices.Info.Queues).
+func queueing(placed []devices.Device) int {
+	seen := map[devices.Device]bool{}
+	for _, d := range placed {
+		if !seen[d] && d.Info().Queues {
+			seen[d] = true
+		}
+	}
+	return len(seen)
+}
+
+// prefillStep is the most tokens of one step of a prompt of n tokens:
+// MaxBatch, or, where the plan pipelines (Executor.pipeline), the
+// micro-batch, for prompts longer than one.
+func (e *Executor) prefillStep(n int) int {
+	ub := e.opts.MicroBatch
+	if ub == 0 {
+		ub = DefaultMicroBatch
+	}
+	if !e.pipeline || ub < 0 || e.opts.PerOp || e.opts.SyncEachOp || n <= ub {
+		return MaxBatch
+	}
+	return min(ub, MaxBatch)
+}
+
 // Prefill runs the prompt in steps of at most MaxBatch tokens from position pos
-// and returns the last token's logits.
+// and returns the last token's logits. Where the plan spans several devices
+// that queue their work (the GPUs of a layer split), the steps are
+// micro-batches (Options.MicroBatch) queued one after another without
+// waiting, so that the devices compute different micro-batches at once.
 func (e *Executor) Prefill(tokens []int32, pos int) ([]float32, error) {
 	if pos+len(tokens) > e.ctx {
 		return nil, fmt.Errorf("runtime: a prompt of %d tokens does not fit the context of %d tokens (use a larger --ctx or a shorter prompt)", len(tokens), e.ctx-pos)
@@ -781,15 +827,24 @@ func (e *Executor) Prefill(tokens []int32, pos int) ([]float32, error) {
 // PrefillSeq is Prefill for the sequence whose cells start at base
 // (ForwardSeq).
 func (e *Executor) PrefillSeq(tokens []int32, pos, base int) ([]float32, error) {
-	var logits []float32
-	for i := 0; i < len(tokens); i += MaxBatch {
-		j := min(i+MaxBatch, len(tokens))
-		var err error
-		if logits, err = e.ForwardSeq(tokens[i:j], pos+i, base); err != nil {
+	n := len(tokens)
+	if n == 0 {
+		return e.ForwardSeq(tokens, pos, base) // the step's own error
+	}
+	step := e.prefillStep(n)
+	// Every step but the last is only queued: its logits are not read, so
+	// nothing waits for it (a device's Read waits for its queue).
+	for i := 0; i+step < n; i += step {
+		if err := e.m.File.Check(); err != nil {
+			return nil, fmt.Errorf("runtime: %w", err)
+		}
+		if _, err := e.runStep(ops.Step{Tokens: tokens[i : i+step], Pos: pos + i, Base: base}); err != nil {
 			return nil, err
 		}
+		e.Stats.Steps++
 	}
-	return logits, nil
+	last := (n - 1) / step * step
+	return e.ForwardSeq(tokens[last:], pos+last, base)
 }
 
 // interval is a buffer's need on one device: from op start to op end.
@@ -819,8 +874,10 @@ func pastBucket(pos, n, ctx int) int {
 // compile returns the step of n tokens, building it the first time: each
 // op's device, where every value lives (layout), the per-op ablation's
 // buffers when asked for, and the buffers bound to each op (bind). Only the
-// decode step and the latest prefill shape are kept; a dropped step's
-// buffers are freed, so memory does not grow with every new prompt length.
+// decode step and the latest prompt step are kept (where a prompt is
+// pipelined, the newest prompt steps of at most MaxBatch tokens together);
+// a dropped step's buffers are freed, so memory does not grow with every
+// new prompt length.
 //
 // A negative n is a batched step of -n rows (ForwardRows); those are kept
 // for every row count, at most MaxSlots of them, each small.
@@ -830,13 +887,32 @@ func (e *Executor) compile(key stepKey) (*compiled, error) {
 	}
 	n := key.n
 	if n > 1 {
-		for k, old := range e.steps {
-			if k.n > 1 {
-				delete(e.steps, k)
-				if err := old.free(); err != nil {
-					return nil, err
-				}
+		// Where a prompt is pipelined, the newest prompt steps are kept
+		// while they and this one hold at most MaxBatch tokens together
+		// (its micro-batches are steps of their own, planned at their
+		// depths); elsewhere only this one. The others are freed.
+		budget := 0
+		if e.pipeline {
+			budget = MaxBatch - n
+		}
+		var keep, drop []stepKey
+		for i := len(e.prefills) - 1; i >= 0; i-- {
+			if k := e.prefills[i]; k.n <= budget {
+				budget -= k.n
+				keep = append(keep, k)
+			} else {
+				drop = append(drop, k)
 			}
+		}
+		slices.Reverse(keep)
+		e.prefills = keep
+		var errs []error
+		for _, k := range drop {
+			errs = append(errs, e.steps[k].free())
+			delete(e.steps, k)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
 		}
 	}
 	var g *ops.Graph
@@ -869,6 +945,9 @@ func (e *Executor) compile(key stepKey) (*compiled, error) {
 	}
 	c.stream = stream
 	e.steps[key] = c
+	if n > 1 {
+		e.prefills = append(e.prefills, key)
+	}
 	return c, nil
 }
 

@@ -40,6 +40,10 @@ type SessionOptions struct {
 	// With more, only devices that run steps of several sequences
 	// (devices.Info.Sequences) take part; the others are listed as missing.
 	Batch int
+	// MicroBatch is the executor's Options.MicroBatch: the tokens of each
+	// micro-batch of a prompt pipelined across GPUs (0: DefaultMicroBatch,
+	// negative: none).
+	MicroBatch int
 }
 
 // Session is a model placed on devices by a policy: the plan for a decode
@@ -180,9 +184,10 @@ func NewSession(m *llama.Model, o SessionOptions) (*Session, error) {
 	}
 	s.used = devs
 	opts := Options{
-		Placement: s.Plan.ByName(),
-		PerOp:     s.Plan.PerOp,
-		CopyTime:  s.Costs.CopyTime,
+		Placement:  s.Plan.ByName(),
+		PerOp:      s.Plan.PerOp,
+		CopyTime:   s.Costs.CopyTime,
+		MicroBatch: o.MicroBatch,
 	}
 	if !s.Plan.PerOp {
 		// A prefill is planned for its own shape; the per-op ablation keeps

@@ -26,6 +26,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	policies := fs.String("policies", "", "compare these policies (comma-separated names or files) in one run")
 	hardware := fs.String("hardware", "", "hardware profile whose devices are added, simulated")
 	cpus := fs.Int("cpus", 0, "separate CPU devices")
+	ubatch := fs.Int("ubatch", 0, fmt.Sprintf("tokens of each micro-batch a prompt is split into where the plan spans several GPUs, so that they work at once (0: %d; -1: steps of up to %d tokens, as on one device)", runtime.DefaultMicroBatch, runtime.MaxBatch))
 	conversions := fs.String("conversions", "boundary", "with --hardware, the fp16 devices' conversion designs to compare (comma-separated): boundary (f32 between ops, rounded inside each op) and per-op (a conversion pass of every input and output of every op, the ablation)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	jsonOut := fs.String("json-out", "", "with --policies, also write the JSON to this `file` (the table is still printed)")
@@ -78,6 +79,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if *depth > 0 && strings.Contains(*policies, ",") {
 		return badFlag(fs, "-d takes one policy in --policies (the policy comparison runs at depth 0)")
 	}
+	if *ubatch < -1 || *ubatch > runtime.MaxBatch {
+		return badFlag(fs, "--ubatch %d: want 1..%d tokens, 0 for %d, or -1 for none", *ubatch, runtime.MaxBatch, runtime.DefaultMicroBatch)
+	}
 	if *reps < 1 || *reps > runtime.MaxBenchReps {
 		return badFlag(fs, "-r %d: want 1..%d repetitions", *reps, runtime.MaxBenchReps)
 	}
@@ -106,7 +110,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		if pol == "" {
 			pol = "cpu-only"
 		}
-		so := runtime.SessionOptions{Policy: pol, Hardware: *hardware, Threads: *threads, CPUs: *cpus, ContextOverride: *override}
+		so := runtime.SessionOptions{Policy: pol, Hardware: *hardware, Threads: *threads, CPUs: *cpus, ContextOverride: *override, MicroBatch: *ubatch}
 		res, err := runtime.BenchSession(m, so, *nPrompt, *nGen, *depth, *reps, *opsFlag)
 		if err != nil {
 			return err
@@ -142,7 +146,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		pols = append(pols, strings.TrimSpace(pol))
 	}
 	doc, err := runtime.ComparePolicies(m, runtime.CompareOptions{Policies: pols, Hardware: *hardware, Threads: *threads,
-		CPUs: *cpus, Conversions: modes, Prompt: *nPrompt, Gen: *nGen, Reps: *reps})
+		CPUs: *cpus, Conversions: modes, Prompt: *nPrompt, Gen: *nGen, Reps: *reps, MicroBatch: *ubatch})
 	if err != nil {
 		return err
 	}

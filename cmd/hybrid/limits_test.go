@@ -108,6 +108,8 @@ func TestEveryInputBounded(t *testing.T) {
 		{"bench n -1", []string{"bench", "-p", "1", "-n", "-1", "-r", "1"}, nil, 2, []string{"-n -1"}},
 		{"bench p past the model's", []string{"bench", "-p", "4096", "-n", "0", "-r", "1", "--threads", "1"}, nil, 2, []string{"-p 4096", "2048"}},
 		{"bench r 0", []string{"bench", "-p", "1", "-n", "1", "-r", "0"}, nil, 2, []string{"-r 0"}},
+		{"bench ubatch past MaxBatch", []string{"bench", "-p", "1", "-n", "1", "-r", "1", "--ubatch", "513"}, nil, 2, []string{"--ubatch 513", "1..512"}},
+		{"bench ubatch -2", []string{"bench", "-p", "1", "-n", "1", "-r", "1", "--ubatch", "-2"}, nil, 2, []string{"--ubatch -2"}},
 		{"bench d with two policies", []string{"bench", "-p", "0", "-n", "1", "-d", "8", "-r", "1", "--policies", "auto,cpu-only"}, nil, 2, []string{"-d takes one policy"}},
 		{"bench r 1001", []string{"bench", "-p", "1", "-n", "0", "-r", "1001", "--threads", "1"}, nil, 2, []string{"-r 1001", "1000"}},
 		{"bench cpuprofile in a missing folder", []string{"bench", "-p", "1", "-n", "1", "-r", "1", "--threads", "1", "--cpuprofile", "/nonexistent/dir/x.prof"}, nil, 1, []string{"--cpuprofile"}},

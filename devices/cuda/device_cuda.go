@@ -335,7 +335,7 @@ func (d *Device) Info() devices.Info {
 	if len(d.peers) > 0 {
 		detail += ", peer to peer with " + strings.Join(d.peers, ", ")
 	}
-	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, Free: d.free, KVBytes: 2, Sequences: true, FusionWindow: fusionWindow, FusionTokens: mmtMin - 1, Detail: detail}
+	return devices.Info{Name: d.name, Kind: "cuda", Memory: d.total, Free: d.free, KVBytes: 2, Sequences: true, FusionWindow: fusionWindow, FusionTokens: mmtMin - 1, Queues: true, Detail: detail}
 }
 
 // Supports implements devices.Device.
