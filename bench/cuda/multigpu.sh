@@ -1,22 +1,33 @@
 #!/bin/bash
 # Two GPUs of one host (the device tool's nvidia-h200-x2): hybrid's plans
 # over cuda:0 and cuda:1 checked against cpu-only, and side by side with
-# llama.cpp's CUDA build split over the same GPUs (-sm layer / row, -fa 1).
-# Run from the repository root there with .device/mg carried: hybrid,
-# cuda.test, lcpp/ (../shared/tools/llamacpp-cuda.sh pack .device/mg/lcpp).
-# Parts: peer (start llama.cpp's build in the background), check, verify,
-# bench.
+# llama.cpp's CUDA build split over the same GPUs (-sm layer / row, -ts and
+# -ub sweeps, -fa 1) on synthetic Llama-7B Q4_K_M.
+# Carried in .device/mg: hybrid and cuda.test (-tags cuda), models/ (the
+# shared stories260K files), lcpp/ (../shared/tools/llamacpp-cuda.sh pack
+# .device/mg/lcpp). Parts, run from the repository root there:
+#   peer    start llama.cpp's build in the background (about 5 minutes on 32
+#           cores) and synthesize the models
+#   check   the GPUs, their link, TestCopyToPeer, TestDevice, TestMatMul
+#   verify  hybrid verify --device cuda with every two-GPU policy, on a
+#           prompt of over 128 tokens (so that it runs in micro-batches)
+#   wait    wait for llama.cpp's build (up to WAIT seconds, default 500)
+#   bench   the speed table
+# The machine goes back 30 s after a call ends: "peer check verify wait" in
+# one call, "bench" in the next.
 set -u
 H=.device/mg/hybrid
 B=/tmp/lcpp/build/bin
+M7=/tmp/llama-7b-Q4_K_M.gguf
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 synth() { [ -f /tmp/$1-$2.gguf ] || $H synth --preset $1 --type $2 -o /tmp/$1-$2.gguf >/dev/null; }
 
-# policies CAP0 CAP1: auto over both GPUs under per-GPU caps, and layers
-# alternating between the GPUs (every block boundary a GPU-to-GPU copy).
+# policies CAP: auto over both GPUs (and the CPU) with each GPU capped at
+# CAP, layers alternating between the GPUs (every block boundary a
+# GPU-to-GPU copy), halves (llama.cpp's -sm layer -ts 1/1) and one GPU.
 policies() {
-  printf 'name: two-gpus-capped\ndescription: auto over cuda:0 and cuda:1, each capped\ndevices: ["cuda:0", "cuda:1", cpu]\nmemory:\n  "cuda:0": %s\n  "cuda:1": %s\n' $1 $2 >/tmp/capped-$1.yaml
+  printf 'name: two-gpus-capped\ndescription: auto over cuda:0 and cuda:1, each capped\ndevices: ["cuda:0", "cuda:1", cpu]\nmemory:\n  "cuda:0": %s\n  "cuda:1": %s\n' $1 $1 >/tmp/capped-$1.yaml
   printf 'name: two-gpus-alternating\ndescription: even blocks on cuda:0, odd on cuda:1\ndevices: ["cuda:0", "cuda:1"]\nrules:\n  - layers: "0-1000/2"\n    device: "cuda:0"\n  - layers: "1-1000/2"\n    device: "cuda:1"\n  - device: "cuda:0"\n' >/tmp/alternating.yaml
   printf 'name: two-gpus-halves\ndescription: blocks 0-15 on cuda:0, the rest and the head on cuda:1 (llama.cpp -sm layer -ts 1/1)\ndevices: ["cuda:0", "cuda:1"]\nrules:\n  - layers: "0-15"\n    device: "cuda:0"\n  - device: "cuda:1"\n' >/tmp/halves.yaml
   printf 'name: one-gpu\ndescription: every op on cuda:0\ndevices: ["cuda:0"]\n' >/tmp/one-gpu.yaml
@@ -26,69 +37,76 @@ policies() {
 # prints the peak of each.
 peak() {
   local label=$1; shift
-  nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 200 >/tmp/mem.log 2>/dev/null &
+  nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 100 >/tmp/mem.log 2>/dev/null &
   local smi=$!
   "$@"
   kill $smi 2>/dev/null; wait $smi 2>/dev/null
-  awk -F', ' -v l="$label" '{ if ($2 > m[$1]) m[$1] = $2 } END { printf "peak GPU memory, %s:", l; for (g in m) printf " cuda:%s %d MiB", g, m[g]; print "" }' /tmp/mem.log >&2
+  awk -F', ' -v l="$label" '{ if ($2 > m[$1]) m[$1] = $2 } END { printf "  peak GPU memory, %s:", l; for (g in m) printf " cuda:%s %d MiB", g, m[g]; print "" }' /tmp/mem.log
 }
 
-# peer: builds llama.cpp in the background, synthesizes the 7B file, and
-# waits for the build (up to WAIT seconds, default 500).
 peer() {
   if [ ! -x $B/llama-bench ]; then
-    setsid nohup bash .device/mg/lcpp/llamacpp-cuda.sh build .device/mg/lcpp/lcpp.tgz >/tmp/lcpp-build.out 2>&1 < /dev/null &
+    setsid nohup bash .device/mg/lcpp/llamacpp-cuda.sh build .device/mg/lcpp/lcpp.tgz >/tmp/lcpp-build.out 2>&1 </dev/null &
     echo "llama.cpp build started"
   fi
   synth llama-7b Q4_K_M
-  for i in $(seq $((${WAIT:-500} / 5))); do [ -x $B/llama-bench ] && break; sleep 5; done
-  [ -x $B/llama-bench ] && echo "llama.cpp built" || { echo "llama.cpp still building"; tail -3 /tmp/lcpp/build.log; }
+  synth tinyllama-1.1b Q4_0
+  ls -la /tmp/*.gguf
 }
 
 check() {
-  nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv,noheader
+  nvidia-smi --query-gpu=index,name,memory.total,memory.used,driver_version --format=csv,noheader
   nvidia-smi topo -m
-  (cd devices/cuda && ../../.device/mg/cuda.test -test.v -test.run 'TestCopyToPeer|TestDevice$' 2>&1 | grep -vE "^=== RUN" | head -30)
+  (cd devices/cuda && ../../.device/mg/cuda.test -test.timeout 240s -test.run 'TestCopyToPeer|TestDevice$|TestMatMul' 2>&1 | grep -E "^(--- FAIL|FAIL|ok|PASS)|panic" | head -40)
   $H devices
 }
 
 verify() {
-  policies 2GiB 2GiB
-  synth tinyllama-1.1b Q4_0
-  synth llama-7b Q4_K_M
-  mkdir -p /tmp/vm && ln -sf /tmp/tinyllama-1.1b-Q4_0.gguf /tmp/llama-7b-Q4_K_M.gguf /tmp/vm/
-  cp .device/mg/models/*.gguf /tmp/vm/ 2>/dev/null
-  policies 350MiB 350MiB; cp /tmp/capped-350MiB.yaml /tmp/capped-small.yaml
-  policies 2GiB 2GiB
-  $H verify --device cuda --models /tmp/vm -n 32 --threads 16 --policies cuda-only,/tmp/alternating.yaml,/tmp/capped-2GiB.yaml,/tmp/capped-small.yaml 2>&1 | tail -40
-  echo "== the capped plan of Llama-7B Q4_K_M"
-  $H plan --model /tmp/llama-7b-Q4_K_M.gguf --policy /tmp/capped-2GiB.yaml 2>&1 | tail -25
-  echo "== copy costs measured"
-  $H profile --model /tmp/tinyllama-1.1b-Q4_0.gguf -o /tmp/prof.yaml --threads 16 --steps 2 --prefill 0 >/dev/null 2>&1; grep -A12 -i "copies" /tmp/prof.yaml | head -40
+  policies 2GiB
+  mkdir -p /tmp/vm && ln -sf /tmp/tinyllama-1.1b-Q4_0.gguf $M7 /tmp/vm/
+  cp .device/mg/models/stories260K.gguf .device/mg/models/stories260K-Q4_0.gguf /tmp/vm/ 2>/dev/null
+  # About 200 tokens: prompts over 128 tokens run in micro-batches where
+  # the plan spans both GPUs.
+  p="Once upon a time there was a little girl who lived in a village near the forest."
+  p="$p $p $p $p $p $p $p $p $p $p"
+  timeout 330 $H verify --device cuda --models /tmp/vm -n 32 --threads 16 --prompt "$p" \
+    --policies cuda-only,/tmp/halves.yaml,/tmp/alternating.yaml,/tmp/capped-2GiB.yaml 2>&1 | tail -45
+  echo "== the capped plan of Llama-7B Q4_K_M at 3 GiB a GPU"
+  policies 3GiB
+  $H plan --model $M7 --policy /tmp/capped-3GiB.yaml --ctx 640 2>&1 | tail -12
 }
 
-# bench: Llama-7B Q4_K_M (3.9 GiB of weights, 2 GiB of f16 KV cache at
-# its 4096 context) with each GPU capped at 3 GiB, so that neither holds it.
+wait_peer() {
+  for i in $(seq $((${WAIT:-500} / 5))); do [ -x $B/llama-bench ] && break; sleep 5; done
+  [ -x $B/llama-bench ] && echo "llama.cpp built" || { echo "llama.cpp still building"; tail -3 /tmp/lcpp/build.log; }
+}
+
+# bench: Llama-7B Q4_K_M (3.80 GiB) on one GPU and split over two;
+# auto with each GPU capped at 3 GiB, so that neither holds the model.
 bench() {
-  policies 3GiB 3GiB
-  m=/tmp/llama-7b-Q4_K_M.gguf
-  synth llama-7b Q4_K_M
-  [ -x $B/llama-bench ] || { echo "llama.cpp is not built: run the part peer first (and wait for it)"; return 1; }
-  echo "== Llama-7B Q4_K_M: hybrid"
-  for p in one-gpu halves alternating; do
-    peak "hybrid $p" $H bench --model $m --policies /tmp/$p.yaml -p 512 -n 128 -r 2 --threads 16 2>&1 | grep -vE "^\+"
+  policies 3GiB
+  [ -x $B/llama-bench ] || { echo "llama.cpp is not built: run the parts peer and wait first"; return 1; }
+  echo "== Llama-7B Q4_K_M: hybrid (pp512, tg128, -r 3)"
+  for run in "one-gpu -1" "halves -1" "halves 64" "halves 128" "halves 256" "alternating 128" "capped-3GiB 128"; do
+    set -- $run
+    echo "-- $1, --ubatch $2"
+    peak "hybrid $1 ubatch $2" $H bench --model $M7 --policies /tmp/$1.yaml --ubatch $2 -p 512 -n 128 -r 3 --threads 16 2>&1 | grep -vE "^\+|^loading"
   done
-  echo "== Llama-7B Q4_K_M: llama.cpp, -fa 1: one GPU, -sm layer, -sm row"
-  peak "llama.cpp one GPU" env CUDA_VISIBLE_DEVICES=0 $B/llama-bench -m $m -p 512 -n 128 -r 2 -ngl 99 -fa 1 2>/dev/null | grep -E "pp512|tg128"
-  for sm in layer row; do
-    peak "llama.cpp -sm $sm" $B/llama-bench -m $m -p 512 -n 128 -r 2 -ngl 99 -fa 1 -sm $sm -ts 1/1 2>/dev/null | grep -E "pp512|tg128"
-  done
+  echo "== Llama-7B Q4_K_M: llama.cpp -fa 1 (pp512, tg128, -r 3)"
+  lb() { peak "llama.cpp $*" $B/llama-bench -m $M7 -p 512 -n 128 -r 3 -ngl 99 -fa 1 "$@" 2>/dev/null | grep -E "pp512|tg128"; }
+  echo "-- one GPU"; CUDA_VISIBLE_DEVICES=0 lb
+  for ub in 512 256 128; do echo "-- -sm layer -ts 1/1 -ub $ub"; lb -sm layer -ts 1/1 -ub $ub; done
+  for ts in 3/2 2/3; do echo "-- -sm layer -ts $ts"; lb -sm layer -ts $ts; done
+  echo "-- -sm row -ts 1/1"; lb -sm row -ts 1/1
 }
 
-case ${1:-} in
-peer) peer ;;
-check) check ;;
-verify) verify ;;
-bench) bench ;;
-*) echo "usage: multigpu.sh peer|check|verify|bench" >&2; exit 2 ;;
-esac
+for part in "$@"; do
+  case $part in
+  peer) peer ;;
+  check) check ;;
+  verify) verify ;;
+  wait) wait_peer ;;
+  bench) bench ;;
+  *) echo "usage: multigpu.sh peer|check|verify|wait|bench ..." >&2; exit 2 ;;
+  esac
+done

@@ -90,7 +90,9 @@ func connectPeers(devs []devices.Device) {
 // CopyTo implements devices.PeerCopier: a copy from this GPU into another
 // GPU's buffer, peer to peer where connectPeers enabled it (the driver
 // stages it through host memory otherwise). Ops queued on to are launched
-// first, so that the copy does not overwrite a buffer they read.
+// first, so that the copy does not overwrite a buffer they read, and so
+// that to computes them while this GPU computes what was queued here (a
+// pipelined prompt's micro-batches).
 func (d *Device) CopyTo(to devices.Device, dst, src devices.Buffer, n int) (bool, error) {
 	t, ok := to.(*Device)
 	if !ok || t == d {
@@ -110,8 +112,13 @@ func (d *Device) CopyTo(to devices.Device, dst, src devices.Buffer, n int) (bool
 	if n == 0 {
 		return true, nil
 	}
-	if err := t.do(func() error { return nil }); err != nil {
-		return true, err
+	// With nothing queued on to (a decode step: its ops there were
+	// launched by the last step's read), its thread is not woken: the copy
+	// is ordered with the work launched there (memcpyPeer).
+	if t.queued() {
+		if err := t.do(func() error { return nil }); err != nil {
+			return true, err
+		}
 	}
 	return true, d.do(func() error {
 		if err := memcpyPeer(db.ptr, t.ctx, sb.ptr, d.ctx, 4*int64(n)); err != nil {
@@ -321,6 +328,13 @@ func (d *Device) do(f func() error) error {
 	clear(q)
 	d.queue = q[:0]
 	return err
+}
+
+// queued reports whether Run has accepted ops not yet launched.
+func (d *Device) queued() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.queue) > 0
 }
 
 // args starts a kernel's parameter list in the device's slots (device thread only).
