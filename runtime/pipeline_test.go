@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"hybrid/devices"
@@ -32,17 +33,38 @@ func (q *queuer) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.B
 	return q.Device.Run(op, st, in, out)
 }
 
-// TestPipelinedPrefill checks that a prompt over two devices that queue
-// their work runs in micro-batches of Options.MicroBatch tokens (the last
-// one shorter), each device given every micro-batch in order, with the
-// logits and the greedy continuation of the prompt run in one step; and
-// that one such device, a negative MicroBatch or devices that do not queue
-// run the prompt in one step.
+// halves places the first half of g's blocks and the embedding on first,
+// the rest and the output head on second: a chain of two devices. With
+// embedLast, the embedding goes on second too, which visits it twice.
+func halves(g *ops.Graph, first, second string, embedLast bool) map[string]string {
+	layers := 0
+	for _, op := range g.Ops {
+		layers = max(layers, op.Layer+1)
+	}
+	m := map[string]string{}
+	for _, op := range g.Ops {
+		m[op.Name] = second
+		if (op.Layer >= 0 && op.Layer < layers/2) || (op.Kind == ops.Embed && !embedLast) {
+			m[op.Name] = first
+		}
+	}
+	return m
+}
+
+// TestPipelinedPrefill checks that a prompt over a chain of two devices
+// that queue their work runs in micro-batches (DefaultMicroBatch, or
+// Options.MicroBatch; the last one shorter), each device given every
+// micro-batch in order, with the logits of one device running the same
+// micro-batches bit for bit, and within rounding of the prompt run in one
+// step, with its greedy continuation; and that by default one device,
+// devices that do not queue, or a device visited twice in a step (layers
+// alternating, the embedding on the last device) run the prompt in one
+// step, as a negative MicroBatch does.
 func TestPipelinedPrefill(t *testing.T) {
 	m := builtinModel(t)
 	defer m.Close()
-	const ctx = 64
-	prompt := make([]int32, 21)
+	const ctx = 320
+	prompt := make([]int32, DefaultMicroBatch+44)
 	for i := range prompt {
 		prompt[i] = int32(1 + (i*37)%400)
 	}
@@ -50,7 +72,7 @@ func TestPipelinedPrefill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	place := split(g1)
+	place := halves(g1, "cpu", "cpu:1", false)
 	// run prefills the prompt and decodes 4 greedy tokens; it returns the
 	// prefill's logits, the tokens and the steps the prefill made.
 	run := func(devs []devices.Device, opts Options) ([]float32, []int32, int) {
@@ -76,32 +98,56 @@ func TestPipelinedPrefill(t *testing.T) {
 		}
 		return logits, toks, steps
 	}
+	pair := func() []devices.Device {
+		return []devices.Device{&queuer{Device: cpu.New("cpu", 1)}, &queuer{Device: cpu.New("cpu:1", 1)}}
+	}
+	// ranAt lists a device's steps as (position, tokens) pairs.
+	ranAt := func(d devices.Device) []int {
+		var at []int
+		for _, st := range d.(*queuer).steps {
+			at = append(at, st.Pos, len(st.Tokens))
+		}
+		return at
+	}
 	want, wantToks, steps := run([]devices.Device{cpu.New("cpu", 1)}, Options{})
 	if steps != 1 {
 		t.Fatalf("one device: the prompt ran in %d steps, want 1", steps)
 	}
-	q0, q1 := &queuer{Device: cpu.New("cpu", 1)}, &queuer{Device: cpu.New("cpu:1", 1)}
-	got, gotToks, steps := run([]devices.Device{q0, q1}, Options{Placement: place, MicroBatch: 8})
-	if steps != 3 {
-		t.Fatalf("two queueing devices, micro-batches of 8: the prompt of %d tokens ran in %d steps, want 3", len(prompt), steps)
-	}
-	for _, q := range []*queuer{q0, q1} {
-		var at []int
-		for _, st := range q.steps {
-			at = append(at, st.Pos, len(st.Tokens))
+	for _, c := range []struct {
+		ub    int
+		steps []int // (position, tokens) of the prompt's steps
+	}{
+		{0, []int{0, DefaultMicroBatch, DefaultMicroBatch, 44}},
+		{128, []int{0, 128, 128, 128, 256, 44}},
+	} {
+		devs := pair()
+		got, gotToks, steps := run(devs, Options{Placement: place, MicroBatch: c.ub})
+		if steps != len(c.steps)/2 {
+			t.Fatalf("a chain of two queueing devices, MicroBatch %d: the prompt of %d tokens ran in %d steps, want %d", c.ub, len(prompt), steps, len(c.steps)/2)
 		}
-		if len(at) < 6 || at[0] != 0 || at[1] != 8 || at[2] != 8 || at[3] != 8 || at[4] != 16 || at[5] != 5 {
-			t.Fatalf("%s ran steps (position, tokens) %v, want (0, 8) (8, 8) (16, 5) first", q.Name(), at)
+		for _, d := range devs {
+			if at := ranAt(d); len(at) < len(c.steps) || !slices.Equal(at[:len(c.steps)], c.steps) {
+				t.Fatalf("MicroBatch %d: %s ran steps (position, tokens) %v, want %v first", c.ub, d.Name(), at, c.steps)
+			}
 		}
-	}
-	for i := range want {
-		if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*(1+math.Abs(float64(want[i]))) {
-			t.Fatalf("logit %d: in micro-batches %g, in one step %g", i, got[i], want[i])
+		for i := range want {
+			if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("MicroBatch %d: logit %d: in micro-batches %g, in one step %g", c.ub, i, got[i], want[i])
+			}
 		}
-	}
-	for i := range wantToks {
-		if gotToks[i] != wantToks[i] {
-			t.Fatalf("greedy tokens after micro-batches %v, after one step %v", gotToks, wantToks)
+		if !slices.Equal(gotToks, wantToks) {
+			t.Fatalf("MicroBatch %d: greedy tokens after micro-batches %v, after one step %v", c.ub, gotToks, wantToks)
+		}
+		// One device told to run the same micro-batches computes the same.
+		one := &queuer{Device: cpu.New("cpu", 1)}
+		same, _, steps := run([]devices.Device{one}, Options{MicroBatch: c.ub})
+		if c.ub > 0 && (steps != len(c.steps)/2 || !slices.Equal(ranAt(one)[:len(c.steps)], c.steps)) {
+			t.Fatalf("one device, MicroBatch %d: the prompt ran in steps %v, want %v first", c.ub, ranAt(one), c.steps)
+		}
+		for i := range got {
+			if c.ub > 0 && math.Float32bits(got[i]) != math.Float32bits(same[i]) {
+				t.Fatalf("MicroBatch %d: logit %d: on two devices %g, on one %g", c.ub, i, got[i], same[i])
+			}
 		}
 	}
 	for _, c := range []struct {
@@ -109,9 +155,11 @@ func TestPipelinedPrefill(t *testing.T) {
 		devs []devices.Device
 		opts Options
 	}{
-		{"micro-batches off", []devices.Device{&queuer{Device: cpu.New("cpu", 1)}, &queuer{Device: cpu.New("cpu:1", 1)}}, Options{Placement: place, MicroBatch: -1}},
-		{"one queueing device", []devices.Device{&queuer{Device: cpu.New("cpu", 1)}}, Options{MicroBatch: 8}},
-		{"devices that do not queue", []devices.Device{cpu.New("cpu", 1), cpu.New("cpu:1", 1)}, Options{Placement: place, MicroBatch: 8}},
+		{"micro-batches off", pair(), Options{Placement: place, MicroBatch: -1}},
+		{"one queueing device", []devices.Device{&queuer{Device: cpu.New("cpu", 1)}}, Options{}},
+		{"devices that do not queue", []devices.Device{cpu.New("cpu", 1), cpu.New("cpu:1", 1)}, Options{Placement: place}},
+		{"layers alternating", pair(), Options{Placement: split(g1)}},
+		{"the embedding on the last device", pair(), Options{Placement: halves(g1, "cpu", "cpu:1", true)}},
 	} {
 		if _, _, steps := run(c.devs, c.opts); steps != 1 {
 			t.Errorf("%s: the prompt ran in %d steps, want 1", c.name, steps)
@@ -131,7 +179,7 @@ func TestPrefillStepsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	devs := []devices.Device{&queuer{Device: cpu.New("cpu", 1)}, &queuer{Device: cpu.New("cpu:1", 1)}}
-	ex, err := NewPlanExecutor(m, devs, MaxBatch, Options{Placement: split(g1)})
+	ex, err := NewPlanExecutor(m, devs, MaxBatch, Options{Placement: halves(g1, "cpu", "cpu:1", false)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ synth() { [ -f /tmp/$1-$2.gguf ] || $H synth --preset $1 --type $2 -o /tmp/$1-$2
 policies() {
   printf 'name: two-gpus-capped\ndescription: auto over cuda:0 and cuda:1, each capped\ndevices: ["cuda:0", "cuda:1", cpu]\nmemory:\n  "cuda:0": %s\n  "cuda:1": %s\n' $1 $1 >/tmp/capped-$1.yaml
   printf 'name: two-gpus-alternating\ndescription: even blocks on cuda:0, odd on cuda:1\ndevices: ["cuda:0", "cuda:1"]\nrules:\n  - layers: "0-1000/2"\n    device: "cuda:0"\n  - layers: "1-1000/2"\n    device: "cuda:1"\n  - device: "cuda:0"\n' >/tmp/alternating.yaml
-  printf 'name: two-gpus-halves\ndescription: blocks 0-15 on cuda:0, the rest and the head on cuda:1 (llama.cpp -sm layer -ts 1/1)\ndevices: ["cuda:0", "cuda:1"]\nrules:\n  - layers: "0-15"\n    device: "cuda:0"\n  - device: "cuda:1"\n' >/tmp/halves.yaml
+  printf 'name: two-gpus-halves\ndescription: the embedding and blocks 0-15 on cuda:0, the rest and the head on cuda:1 (llama.cpp -sm layer -ts 1/1)\ndevices: ["cuda:0", "cuda:1"]\nrules:\n  - ops: [embed]\n    device: "cuda:0"\n  - layers: "0-15"\n    device: "cuda:0"\n  - device: "cuda:1"\n' >/tmp/halves.yaml
   printf 'name: one-gpu\ndescription: every op on cuda:0\ndevices: ["cuda:0"]\n' >/tmp/one-gpu.yaml
 }
 
@@ -57,7 +57,7 @@ peer() {
 check() {
   nvidia-smi --query-gpu=index,name,memory.total,memory.used,driver_version --format=csv,noheader
   nvidia-smi topo -m
-  (cd devices/cuda && ../../.device/mg/cuda.test -test.timeout 240s -test.run 'TestCopyToPeer|TestDevice$|TestMatMul' 2>&1 | grep -E "^(--- FAIL|FAIL|ok|PASS)|panic" | head -40)
+  (cd devices/cuda && ../../.device/mg/cuda.test -test.timeout 240s -test.run "${CHECK_TESTS:-TestCopyToPeer|TestDevice\$|TestMatMul}" 2>&1 | grep -E "^(--- FAIL|FAIL|ok|PASS)|panic" | head -40)
   $H devices
 }
 
@@ -65,12 +65,17 @@ verify() {
   policies 2GiB
   mkdir -p /tmp/vm && ln -sf /tmp/tinyllama-1.1b-Q4_0.gguf $M7 /tmp/vm/
   cp .device/mg/models/stories260K.gguf .device/mg/models/stories260K-Q4_0.gguf /tmp/vm/ 2>/dev/null
-  # About 200 tokens: prompts over 128 tokens run in micro-batches where
-  # the plan spans both GPUs.
+  echo "== the pipelined prompt against the same micro-batches on one GPU (bit for bit)"
+  (cd runtime && HYBRID_BENCH_MODEL=/tmp/tinyllama-1.1b-Q4_0.gguf timeout 120 ../.device/mg/rt.test -test.v -test.run 'TestCUDAPipelinedPrefill' 2>&1 | grep -E "^(--- |FAIL|ok|PASS)|pipelined|panic" | head)
+  echo "== every two-GPU plan against cpu-only, the default prompt (one step)"
+  timeout 200 $H verify --device cuda --models /tmp/vm -n 32 --threads 16 \
+    --policies cuda-only,/tmp/halves.yaml,/tmp/alternating.yaml,/tmp/capped-2GiB.yaml 2>&1 | grep -E "^\| generate|checks"
+  # 331 tokens: a prompt that runs in micro-batches on the halves (256 + 75).
   p="Once upon a time there was a little girl who lived in a village near the forest."
   p="$p $p $p $p $p $p $p $p $p $p"
-  timeout 330 $H verify --device cuda --models /tmp/vm -n 32 --threads 16 --prompt "$p" \
-    --policies cuda-only,/tmp/halves.yaml,/tmp/alternating.yaml,/tmp/capped-2GiB.yaml 2>&1 | tail -45
+  echo "== a prompt of 331 tokens, pipelined in micro-batches on the halves"
+  timeout 150 $H verify --device cuda --models /tmp/vm -n 32 --threads 16 --prompt "$p" \
+    --policies cuda-only,/tmp/halves.yaml 2>&1 | grep -E "^\| generate|checks"
   echo "== the capped plan of Llama-7B Q4_K_M at 3 GiB a GPU"
   policies 3GiB
   $H plan --model $M7 --policy /tmp/capped-3GiB.yaml --ctx 640 2>&1 | tail -12
@@ -87,7 +92,9 @@ bench() {
   policies 3GiB
   [ -x $B/llama-bench ] || { echo "llama.cpp is not built: run the parts peer and wait first"; return 1; }
   echo "== Llama-7B Q4_K_M: hybrid (pp512, tg128, -r 3)"
-  for run in "one-gpu -1" "halves -1" "halves 64" "halves 128" "halves 256" "alternating 128" "capped-3GiB 128"; do
+  # one-gpu with --ubatch: the same micro-batches on one GPU (what a
+  # micro-batch costs); halves with 0: the default (256 on a chain).
+  for run in "one-gpu -1" "one-gpu 256" "one-gpu 128" "halves -1" "halves 0" "halves 128" "alternating 0" "capped-3GiB 0"; do
     set -- $run
     echo "-- $1, --ubatch $2"
     peak "hybrid $1 ubatch $2" $H bench --model $M7 --policies /tmp/$1.yaml --ubatch $2 -p 512 -n 128 -r 3 --threads 16 2>&1 | grep -vE "^\+|^loading"

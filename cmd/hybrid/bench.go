@@ -26,7 +26,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	policies := fs.String("policies", "", "compare these policies (comma-separated names or files) in one run")
 	hardware := fs.String("hardware", "", "hardware profile whose devices are added, simulated")
 	cpus := fs.Int("cpus", 0, "separate CPU devices")
-	ubatch := fs.Int("ubatch", 0, fmt.Sprintf("tokens of each micro-batch a prompt is split into where the plan spans several GPUs, so that they work at once (0: %d; -1: steps of up to %d tokens, as on one device)", runtime.DefaultMicroBatch, runtime.MaxBatch))
+	ubatch := fs.Int("ubatch", 0, fmt.Sprintf("tokens of each micro-batch a prompt is split into (llama-bench's -ub); 0: %d where the plan is a chain of GPUs, each holding a run of whole layers, so that they work at once (a pipeline), else steps of up to %d tokens; -1: steps of up to %d tokens", runtime.DefaultMicroBatch, runtime.MaxBatch, runtime.MaxBatch))
 	conversions := fs.String("conversions", "boundary", "with --hardware, the fp16 devices' conversion designs to compare (comma-separated): boundary (f32 between ops, rounded inside each op) and per-op (a conversion pass of every input and output of every op, the ablation)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	jsonOut := fs.String("json-out", "", "with --policies, also write the JSON to this `file` (the table is still printed)")
