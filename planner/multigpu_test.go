@@ -155,7 +155,7 @@ func TestLayerPinsToNamedGPUs(t *testing.T) {
 // TestTwoGPUSplits caps both GPUs of each profile below the model. When the
 // two together hold it, no op may spill to the CPU: a split between the
 // GPUs (one copy of a few KiB a token) beats anything that runs layers on
-// the host. When they do not, the CPU takes what is left, the output head
+// the host, and the GPUs, capped alike, hold within a layer of each other. When they do not, the CPU takes what is left, the output head
 // stays on a GPU, and neither GPU leaves a whole layer's room unused. Either
 // way every GPU is within its cap and the plan is predicted no slower than
 // every split of whole layers a user could give llama.cpp by hand
@@ -202,6 +202,11 @@ func TestTwoGPUSplits(t *testing.T) {
 					}
 					if c.together && pl["sim:cpu"] > 0 {
 						t.Errorf("the GPUs together hold the model, yet %d ops run on the CPU: %v", pl["sim:cpu"], pl)
+					}
+					// Shared as the caps are (equal here), within a layer, so
+					// that a prompt pipelined over the two waits on neither.
+					if d := p.Memory["sim:cuda:0"] - p.Memory["sim:cuda:1"]; c.together && max(d, -d) > layer {
+						t.Errorf("the GPUs hold %s and %s: more than a layer (%s) apart", bytesStr(p.Memory["sim:cuda:0"]), bytesStr(p.Memory["sim:cuda:1"]), bytesStr(layer))
 					}
 					if !c.together {
 						if pl["sim:cpu"] == 0 {

@@ -89,7 +89,9 @@ func tightDevices(prob *Problem, caps []int64, infos []devices.Info) (tight []in
 // pipelines calls consider with the solver's assignment for each split of
 // positions over the tight devices (tightDevices), for every order of them,
 // from the first position or from the last, with the ops outside the
-// blocks in the runs, free, or off the tight devices. solveWithin calls it
+// blocks in the runs, free, or off the tight devices: shares in proportion
+// to the caps (shares), then each device's longest run within its cap in
+// turn. solveWithin calls it
 // when at least two devices are tight (one is the -ngl search's case).
 // prob.Penalty must be nil.
 func pipelines(prob *Problem, caps []int64, memory func([]int) map[string]int64, infos []devices.Info, consider func([]int)) {
@@ -116,6 +118,14 @@ func pipelines(prob *Problem, caps []int64, memory func([]int) map[string]int64,
 				if out == inRuns {
 					lo, hi = 0, layers+2
 				}
+				// Shares in proportion to the caps first: among plans
+				// predicted alike (a decode step crosses each boundary
+				// once however the layers are shared), the first is kept.
+				if bal := shares(order, per, caps, lo, hi); bal != nil {
+					if a, _, ok := solveIn(prob, pos, lo, hi, windows(order, per, bal, lo, hi, prefix), out); ok {
+						consider(a)
+					}
+				}
 				budget := append([]int64(nil), caps...)
 				for try := 0; try <= shrinkTries; try++ {
 					win := windows(order, per, budget, lo, hi, prefix)
@@ -141,6 +151,35 @@ func pipelines(prob *Problem, caps []int64, memory func([]int) map[string]int64,
 			}
 		}
 	}
+}
+
+// shares returns budgets for windows that share the positions [lo, hi)
+// among the devices of order in proportion to their caps, as llama.cpp's
+// default --tensor-split shares layers by free memory: each device's run
+// ends within half an average position past its share (and within its
+// cap). A prompt pipelined over them
+// (runtime's micro-batches) then waits on no device much longer than on
+// the others, where filling each in turn to its cap leaves the last with
+// little to do. nil where the caps are too small to share anything.
+func shares(order []int, per [][]int64, caps []int64, lo, hi int) []int64 {
+	var all int64
+	for _, j := range order {
+		all += caps[j]
+	}
+	if all <= 0 {
+		return nil
+	}
+	budget := append([]int64(nil), caps...)
+	for _, j := range order {
+		var total int64
+		for p := lo; p < hi; p++ {
+			total += per[j][p]
+		}
+		share := float64(total) * float64(caps[j]) / float64(all)
+		half := float64(total) / float64(2*(hi-lo)) // half an average position
+		budget[j] = min(caps[j], int64(share+half))
+	}
+	return budget
 }
 
 // span is a run of positions [from, to).

@@ -11,10 +11,13 @@
 #   check   the GPUs, their link, TestCopyToPeer, TestDevice, TestMatMul
 #   verify  hybrid verify --device cuda with every two-GPU policy, on a
 #           prompt of over 128 tokens (so that it runs in micro-batches)
+#   pipelined  TestCUDAPipelinedPrefill on TinyLlama, and the 3 GiB-capped
+#           auto plan against cpu-only
 #   wait    wait for llama.cpp's build (up to WAIT seconds, default 500)
 #   bench   the speed table
-# The machine goes back 30 s after a call ends: "peer check verify wait" in
-# one call, "bench" in the next.
+# The machine goes back 30 s after a call ends: "peer check verify" in one
+# call and "wait bench" at once in the next, or "peer pipelined wait bench"
+# in one.
 set -u
 H=.device/mg/hybrid
 B=/tmp/lcpp/build/bin
@@ -81,6 +84,17 @@ verify() {
   $H plan --model $M7 --policy /tmp/capped-3GiB.yaml --ctx 640 2>&1 | tail -12
 }
 
+# pipelined: the prompt pipelined over the GPUs against the same
+# micro-batches on one GPU, bit for bit, on TinyLlama; and auto with both
+# GPUs capped at 3 GiB (the split the bench runs) against cpu-only.
+pipelined() {
+  policies 3GiB
+  (cd runtime && HYBRID_BENCH_MODEL=/tmp/tinyllama-1.1b-Q4_0.gguf timeout 120 ../.device/mg/rt.test -test.v -test.run 'TestCUDAPipelinedPrefill' 2>&1 | tail -4)
+  mkdir -p /tmp/vc && ln -sf /tmp/tinyllama-1.1b-Q4_0.gguf $M7 /tmp/vc/
+  timeout 200 $H verify --device cuda --models /tmp/vc -n 32 --threads 16 --policies /tmp/capped-3GiB.yaml 2>&1 | grep -E "^\| generate|checks"
+  $H plan --model $M7 --policy /tmp/capped-3GiB.yaml --ctx 640 2>&1 | grep -E "^\| (cuda|BOUND)|prefill step"
+}
+
 wait_peer() {
   for i in $(seq $((${WAIT:-500} / 5))); do [ -x $B/llama-bench ] && break; sleep 5; done
   [ -x $B/llama-bench ] && echo "llama.cpp built" || { echo "llama.cpp still building"; tail -3 /tmp/lcpp/build.log; }
@@ -93,17 +107,17 @@ bench() {
   [ -x $B/llama-bench ] || { echo "llama.cpp is not built: run the parts peer and wait first"; return 1; }
   echo "== Llama-7B Q4_K_M: hybrid (pp512, tg128, -r 3)"
   # one-gpu with --ubatch: the same micro-batches on one GPU (what a
-  # micro-batch costs); halves with 0: the default (256 on a chain).
-  for run in "one-gpu -1" "one-gpu 256" "one-gpu 128" "halves -1" "halves 0" "halves 128" "alternating 0" "capped-3GiB 0"; do
-    set -- $run
+  # micro-batch costs); with 0: the default (256 on a chain).
+  for run in ${HYBRID_RUNS:-one-gpu_-1 one-gpu_256 halves_-1 halves_0 capped-3GiB_-1 capped-3GiB_0}; do
+    set -- ${run//_/ }
     echo "-- $1, --ubatch $2"
     peak "hybrid $1 ubatch $2" $H bench --model $M7 --policies /tmp/$1.yaml --ubatch $2 -p 512 -n 128 -r 3 --threads 16 2>&1 | grep -vE "^\+|^loading"
   done
   echo "== Llama-7B Q4_K_M: llama.cpp -fa 1 (pp512, tg128, -r 3)"
-  lb() { peak "llama.cpp $*" $B/llama-bench -m $M7 -p 512 -n 128 -r 3 -ngl 99 -fa 1 "$@" 2>/dev/null | grep -E "pp512|tg128"; }
+  lb() { peak "llama.cpp $*" $B/llama-bench -m $M7 -p 512 -n 128 -r 3 -ngl 99 -fa 1 "$@" 2>/tmp/lb.err | grep -E "pp512|tg128|peak GPU"; grep -iE "error|failed" /tmp/lb.err | head -3; }
   echo "-- one GPU"; CUDA_VISIBLE_DEVICES=0 lb
-  for ub in 512 256 128; do echo "-- -sm layer -ts 1/1 -ub $ub"; lb -sm layer -ts 1/1 -ub $ub; done
-  for ts in 3/2 2/3; do echo "-- -sm layer -ts $ts"; lb -sm layer -ts $ts; done
+  for ub in 512 256; do echo "-- -sm layer -ts 1/1 -ub $ub"; lb -sm layer -ts 1/1 -ub $ub; done
+  echo "-- -sm layer -ts 2/3"; lb -sm layer -ts 2/3
   echo "-- -sm row -ts 1/1"; lb -sm row -ts 1/1
 }
 
@@ -112,6 +126,7 @@ for part in "$@"; do
   peer) peer ;;
   check) check ;;
   verify) verify ;;
+  pipelined) pipelined ;;
   wait) wait_peer ;;
   bench) bench ;;
   *) echo "usage: multigpu.sh peer|check|verify|wait|bench ..." >&2; exit 2 ;;
