@@ -523,3 +523,33 @@ func TestMemoryAutoFitsOrSaysWhatToLower(t *testing.T) {
 		})
 	}
 }
+
+// TestPipelined predicts steps pipelined over two simulated GPUs each
+// capped below TinyLlama, so that the plan is a chain (the embedding and
+// cuda:0's layers, then cuda:1's layers and the head): one step is the
+// plan's ops and copies one after another (Predicted), and each further
+// step adds the slower GPU's part, which, the layers shared as the caps
+// are, is little more than half a step.
+func TestPipelined(t *testing.T) {
+	g := presetGraph(t, "tinyllama-1.1b", 2048)
+	whole, _ := wholeAndLayer(g)
+	limit := int64(0.6 * float64(whole))
+	pol := &Policy{Name: "capped", Path: "caps.yaml", Transfers: "boundary",
+		Memory: map[string]int64{"cuda:0": limit, "cuda:1": limit}}
+	p, err := Make(g, twoGPUs(t, "2xh100-nvlink"), pol, &Costs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl := p.Placement(); pl["sim:cuda:0"] == 0 || pl["sim:cuda:1"] == 0 || pl["sim:cpu"] > 0 {
+		t.Fatalf("placement %v, want both GPUs alone", pl)
+	}
+	one := p.Pipelined(1)
+	if d := one - p.Predicted; max(d, -d) > time.Duration(len(g.Ops)) {
+		t.Fatalf("one step predicted %v pipelined, %v as the plan", one, p.Predicted)
+	}
+	more := p.Pipelined(4) - p.Pipelined(3)
+	if 2*more < p.Predicted-2*p.Transfers[0].Time || 10*more > 6*p.Predicted {
+		t.Fatalf("each further step adds %v to a step of %v: want about half of it", more, p.Predicted)
+	}
+	t.Logf("a step %v (%s); 4 pipelined %v", p.Predicted, p.PlacementText(), p.Pipelined(4))
+}

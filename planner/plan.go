@@ -112,6 +112,28 @@ func (p *Plan) Summary() []DeviceSummary {
 	return out
 }
 
+// Pipelined predicts m steps of p run as a pipeline over its devices
+// (runtime's pipelined prompt: each device's ops and the copies into it
+// are a stage, which works on one step while the stage after it works on
+// the one before): every stage once, then the slowest stage for each
+// further step. For m of 1 it is the step's ops and copies one after
+// another.
+func (p *Plan) Pipelined(m int) time.Duration {
+	stage := map[string]time.Duration{}
+	for i := range p.Graph.Ops {
+		stage[p.Device[i]] += p.OpTime(i)
+	}
+	for _, t := range p.Transfers {
+		stage[t.ToDevice] += t.Time
+	}
+	var sum, slowest time.Duration
+	for _, t := range stage {
+		sum += t
+		slowest = max(slowest, t)
+	}
+	return sum + time.Duration(max(m-1, 0))*slowest
+}
+
 // TransferBytes is the total bytes the plan's copies move in one step.
 func (p *Plan) TransferBytes() int64 {
 	var n int64

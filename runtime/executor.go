@@ -830,6 +830,14 @@ func (e *Executor) prefillStep(n int) int {
 	return min(ub, MaxBatch)
 }
 
+// PromptSteps is how a prompt of n tokens runs: in steps of at most step
+// tokens (Options.MicroBatch, else MaxBatch), pipelined across the plan's
+// devices where the plan is a chain of devices that queue their work.
+func (e *Executor) PromptSteps(n int) (step int, pipelined bool) {
+	step = e.prefillStep(n)
+	return step, e.pipeline && step < n
+}
+
 // Prefill runs the prompt in steps of at most MaxBatch tokens from position pos
 // and returns the last token's logits. Where the plan is a chain of devices
 // that queue their work (the GPUs of a layer split), the steps are

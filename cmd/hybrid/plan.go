@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"hybrid/planner"
@@ -86,6 +87,29 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "; %d layers attend away from their KV cache (%.1f MiB of cells back)", count, float64(bytes)/(1<<20))
 		}
 		fmt.Fprintln(stdout)
+		if step, piped := sess.Exec.PromptSteps(n); piped {
+			// The plan is a chain of GPUs: a prompt runs in micro-batches,
+			// each device on one while the next is on the one before.
+			mp, err := sess.PlanFor(step)
+			if err != nil {
+				return err
+			}
+			m := (n + step - 1) / step
+			fmt.Fprintf(stdout, "a prompt of %d tokens runs as %d micro-batches of %d tokens pipelined over %s: predicted %.3f ms (%.3f ms a micro-batch, one after another)\n",
+				n, m, step, strings.Join(chainOf(mp), " -> "), float64(mp.Pipelined(m))/1e6, float64(mp.Predicted)/1e6)
+		}
 	}
 	return nil
+}
+
+// chainOf lists the devices of a plan in the order its ops first visit
+// them.
+func chainOf(p *planner.Plan) []string {
+	var out []string
+	for _, d := range p.Device {
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
