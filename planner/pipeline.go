@@ -91,9 +91,8 @@ func tightDevices(prob *Problem, caps []int64, infos []devices.Info) (tight []in
 // from the first position or from the last, with the ops outside the
 // blocks in the runs, free, or off the tight devices: shares in proportion
 // to the caps (shares), then each device's longest run within its cap in
-// turn. solveWithin calls it
-// when at least two devices are tight (one is the -ngl search's case).
-// prob.Penalty must be nil.
+// turn. solveWithin calls it when at least two devices are tight (one is
+// the -ngl search's case). prob.Penalty must be nil.
 func pipelines(prob *Problem, caps []int64, memory func([]int) map[string]int64, infos []devices.Info, consider func([]int)) {
 	tight, per, pos, layers := tightDevices(prob, caps, infos)
 	if len(tight) < 2 || layers == 0 {
@@ -157,10 +156,10 @@ func pipelines(prob *Problem, caps []int64, memory func([]int) map[string]int64,
 // among the devices of order in proportion to their caps, as llama.cpp's
 // default --tensor-split shares layers by free memory: each device's run
 // ends within half an average position past its share (and within its
-// cap). A prompt pipelined over them
-// (runtime's micro-batches) then waits on no device much longer than on
-// the others, where filling each in turn to its cap leaves the last with
-// little to do. nil where the caps are too small to share anything.
+// cap). A prompt pipelined over them (runtime's micro-batches) then waits
+// on no device much longer than on the others, where filling each in turn
+// to its cap leaves the last with little to do. nil where the caps are too
+// small to share anything.
 func shares(order []int, per [][]int64, caps []int64, lo, hi int) []int64 {
 	var all int64
 	for _, j := range order {

@@ -120,8 +120,8 @@ func (p *Plan) Summary() []DeviceSummary {
 // another.
 func (p *Plan) Pipelined(m int) time.Duration {
 	stage := map[string]time.Duration{}
-	for i := range p.Graph.Ops {
-		stage[p.Device[i]] += p.OpTime(i)
+	for _, d := range p.Summary() {
+		stage[d.Device] = d.Predicted
 	}
 	for _, t := range p.Transfers {
 		stage[t.ToDevice] += t.Time
