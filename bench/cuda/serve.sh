@@ -5,7 +5,8 @@
 # TinyLlama-1.1B Q4_0 and Llama-7B Q4_K_M, both servers with one total
 # context (CTX, default 4096) shared by N slots (-np N / --parallel N);
 # llama-server with its default flash attention setting (auto: on, on CUDA).
-# Carried in .device/mg: hybrid (-tags cuda), serverload, lcpp/lcpp.tgz.
+# Carried in .device/mg (MG sets another folder): hybrid (-tags cuda),
+# serverload, lcpp/lcpp.tgz.
 # Parts: pack (here: llama.cpp's source from ../shared/tools/llamacpp-setup.sh
 # into .device/mg/lcpp, with the scripts/ folder llama-server's build needs),
 # prep (there: build llama-server and llama-batched-bench with CUDA and the
@@ -21,8 +22,9 @@
 # MODELS (default "tl 7b") and ONLY=hybrid (leave llama-server out, for an
 # A/B of hybrid alone, such as HYBRID_DEVICE_TOPK=0).
 set -u
-H=.device/mg/hybrid
-L=.device/mg/serverload
+MG=${MG:-.device/mg}
+H=$MG/hybrid
+L=$MG/serverload
 S=/tmp/lcpp-srv/build/bin/llama-server
 CTX=${CTX:-4096}
 MAXT=${MAXT:-128}
@@ -34,13 +36,13 @@ ONLY=${ONLY:-}
 prep() {
   if [ ! -x $S ]; then
     cat >/tmp/build-server.sh <<'EOS'
-D=/tmp/lcpp-srv; mkdir -p $D && tar -xzf .device/mg/lcpp/lcpp.tgz -C $D
+D=/tmp/lcpp-srv; mkdir -p $D && tar -xzf ${MG:-.device/mg}/lcpp/lcpp.tgz -C $D
 cmake -S $D -B $D/build -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DGGML_CUDA_FA=ON -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_CUDA_NCCL=OFF >$D/cmake.log 2>&1
 cmake --build $D/build -j"$(nproc)" --target llama-server llama-batched-bench >$D/build.log 2>&1
 EOS
-    setsid nohup bash /tmp/build-server.sh </dev/null >/tmp/build-server.out 2>&1 &
+    MG=$MG setsid nohup nice -n 10 bash /tmp/build-server.sh </dev/null >/tmp/build-server.out 2>&1 &
     echo "llama-server build started"
   fi
   [ -f /tmp/tl.gguf ] || $H synth --preset tinyllama-1.1b --type Q4_0 -o /tmp/tl.gguf >/dev/null
@@ -89,9 +91,9 @@ run() {
 pack() {
   local src
   src=$(bash "$(dirname "$0")/../../../shared/tools/llamacpp-setup.sh" | tail -1)/../..
-  mkdir -p .device/mg/lcpp
-  tar -C "$src" --exclude=build -czf .device/mg/lcpp/lcpp.tgz CMakeLists.txt cmake ggml src include common vendor tools licenses scripts
-  echo ".device/mg/lcpp/lcpp.tgz"
+  mkdir -p $MG/lcpp
+  tar -C "$src" --exclude=build -czf $MG/lcpp/lcpp.tgz CMakeLists.txt cmake ggml src include common vendor tools licenses scripts
+  echo "$MG/lcpp/lcpp.tgz"
 }
 
 case ${1:-} in

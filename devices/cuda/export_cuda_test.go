@@ -2,6 +2,8 @@
 
 package cuda
 
+import "strconv"
+
 // SetFuse turns decode-step fusion on or off for d (tests compare both).
 func SetFuse(d *Device, on bool) { d.do(func() error { d.noFuse = !on; return nil }) }
 
@@ -16,5 +18,23 @@ func Fused(d *Device) (fused, alone int) {
 func MVRopes(d *Device) int {
 	var n int
 	d.do(func() error { n = d.stats.mvRopes; return nil })
+	return n
+}
+
+// SetMVTWarps makes every batched tensor-core mat-vec take w warps a block
+// (4, 8 or 16), or its type's own (mvtWarps) for 0.
+func SetMVTWarps(w int) {
+	mvtWarpsEnv = ""
+	if w > 0 {
+		mvtWarpsEnv = strconv.Itoa(w)
+	}
+}
+
+// BatchJoined returns how many of d's launches for batched steps joined
+// ops: a mat-vec launch with the RMSNorm or SiLUMul before it or the
+// residual add after it (matchMVB), or the rows' RoPE and cache append.
+func BatchJoined(d *Device) int {
+	var n int
+	d.do(func() error { n = d.stats.batchJoined; return nil })
 	return n
 }

@@ -32,8 +32,10 @@ import (
 // the device can tell. Only decode steps (one token) are fused so, only ops
 // queued back to back, and only where no output overlaps an input. Steps of
 // 2..mmtMin-1 tokens (a batched decode step of several sequences, or a short
-// prompt) fuse only MatMul{1,3} of one input: its rows quantized once, then
-// one mvb launch for the (up to) three weights; steps of more (a prompt)
+// prompt) fuse [RMSNorm|SiLUMul] MatMul{1,3} [Add] of one input: its rows
+// made by the norm or SiLU·mul and quantized in one launch, then one mvb or
+// mvt launch for the (up to) three weights, with the residual add after a
+// lone weight (matchMVB); steps of more (a prompt)
 // fuse MatMul{2,3} of one input into one tensor-core launch (launchMMT).
 // HYBRID_CUDA_FUSE=0 turns it off.
 
@@ -118,7 +120,14 @@ func (d *Device) match(q []pending) unit {
 		return one
 	}
 	if n := len(q[0].st.Tokens); n > 1 && n < mmtMin {
-		return matchMVB(q)
+		if q[0].st.Rows != nil {
+			// A batched decode step's rows: their RoPE and cache
+			// append in one launch (rope_kv by rows), then attention.
+			if u, ok := matchRope(q, n); ok && !noMVBFuse && d.kvs.op != q[2].op.Name {
+				return u
+			}
+		}
+		return d.matchMVB(q)
 	}
 	if len(q[0].st.Tokens) >= mmtMin {
 		return matchMMT(q)
@@ -126,7 +135,7 @@ func (d *Device) match(q []pending) unit {
 	if len(q[0].st.Tokens) != 1 || q[0].st.Rows != nil {
 		return one
 	}
-	if u, ok := matchRope(q); ok {
+	if u, ok := matchRope(q, 1); ok {
 		return u
 	}
 	norm := q[0].op.Kind == ops.RMSNorm
@@ -160,7 +169,7 @@ func (d *Device) match(q []pending) unit {
 		return one
 	}
 	u := unit{kind: fuseMV, ops: q[:i]}
-	if r, ok := matchRope(q[i:]); ok && len(mm) == 3 && ropesOf(mm, r) && !noMVRope {
+	if r, ok := matchRope(q[i:], 1); ok && len(mm) == 3 && ropesOf(mm, r) && !noMVRope {
 		u = unit{kind: fuseMVRope, ops: q[:i+3]}
 		if disjoint(u) {
 			return u
@@ -183,22 +192,75 @@ func (d *Device) match(q []pending) unit {
 
 // matchMVB matches the mat-vecs of one input of several rows by weights of
 // one type and row length, at most three (a layer's q, k and v; gate and
-// up): one quantization of the input and one launch of mvb.
-func matchMVB(q []pending) unit {
+// up): one quantization of the input and one launch of mvb or mvt. The op
+// that makes that input joins the quantization's launch where it is an
+// RMSNorm of whole rows or a SiLUMul (xq_<type> does it first), and the
+// residual Add after a lone weight joins mvt's (its epilogue). With the
+// rows' RoPE and cache append in one launch (matchRope), a batched step's
+// Llama block is ten launches instead of seventeen, and computes what the
+// ops one by one compute, bit for bit.
+func (d *Device) matchMVB(q []pending) unit {
 	one := unit{kind: single, ops: q[:1]}
-	p0 := q[0]
+	n := len(q[0].st.Tokens)
+	i := 0
+	if len(q) > 1 && !noMVBFuse && makesRows(q[0], q[1], n) {
+		i = 1
+	}
+	p0 := q[i]
 	if p0.op.Kind != ops.MatMul || p0.n != 1 || p0.w == nil || !onQ8(p0.w) {
 		return one
 	}
-	i := sameInput(q)
-	if i == 0 {
+	k := sameInput(q[i:])
+	if k == 0 {
 		return one
 	}
-	u := unit{kind: fuseMVB, ops: q[:i]}
-	if !disjoint(u) {
-		return one
+	end := i + k
+	if k == 1 && end < len(q) && !noMVBFuse && d.mvtFor(p0.w.typ, n).fn != nil && residual(q[end], p0, n) {
+		end++
 	}
-	return u
+	// The widest unit whose outputs overlap none of its inputs; where
+	// none with the pre-op is, it runs alone, and the mat-vecs match next.
+	if u := (unit{kind: fuseMVB, ops: q[:end]}); disjoint(u) {
+		return u
+	}
+	if u := (unit{kind: fuseMVB, ops: q[:i+k]}); disjoint(u) {
+		return u
+	}
+	return one
+}
+
+// noMVBFuse (HYBRID_CUDA_MVB_FUSE=0) leaves a batched step's RMSNorm,
+// SiLUMul and residual Add out of its mat-vecs' launches, for comparison.
+var noMVBFuse = os.Getenv("HYBRID_CUDA_MVB_FUSE") == "0"
+
+// makesRows reports whether p, an RMSNorm of whole rows or a SiLUMul of n
+// rows, makes the input of mm, a mat-mul of n rows, so that xq_<type> can
+// do it as it quantizes mm's input.
+func makesRows(p, mm pending, n int) bool {
+	if mm.op.Kind != ops.MatMul || mm.w == nil || !same(mm.ins[0], p.out) {
+		return false
+	}
+	cols := mm.w.w.Cols
+	if p.out.n != n*cols || p.ins[0].n != n*cols {
+		return false
+	}
+	switch p.op.Kind {
+	case ops.RMSNorm:
+		return !p.op.PerHead && p.w != nil && p.n == 1 && p.w.w.Cols == cols
+	case ops.SiLUMul:
+		return p.n == 2 && p.ins[1].n == n*cols
+	}
+	return false
+}
+
+// residual reports whether a is the residual Add of mm's product (n rows):
+// the other input and the output of just that size.
+func residual(a, mm pending, n int) bool {
+	rows := mm.w.w.Rows
+	if a.op.Kind != ops.Add || a.n != 2 || a.out.n != n*rows || mm.out.n != n*rows {
+		return false
+	}
+	return same(a.ins[0], mm.out) && a.ins[1].n == n*rows || same(a.ins[1], mm.out) && a.ins[0].n == n*rows
 }
 
 // sameInput counts the mat-muls at the start of q (at most three) of
@@ -249,8 +311,9 @@ func fusable(p pending) bool {
 	return w != nil && stageBytes(w.typ, w.w.Cols) <= maxStage && w.w.Cols%8 == 0 && p.ins[0].n == w.w.Cols && p.out.n >= w.w.Rows
 }
 
-// matchRope matches RoPE(q) RoPE(k) Attention(q, k, v) of one token.
-func matchRope(q []pending) (unit, bool) {
+// matchRope matches RoPE(q) RoPE(k) Attention(q, k, v) of n tokens: one, or
+// the rows of a batched step.
+func matchRope(q []pending, n int) (unit, bool) {
 	if len(q) < 3 || q[0].op.Kind != ops.RoPE || q[1].op.Kind != ops.RoPE || q[2].op.Kind != ops.Attention || q[2].n != 3 {
 		return unit{}, false
 	}
@@ -258,7 +321,7 @@ func matchRope(q []pending) (unit, bool) {
 	a := at.op.Attn
 	if !rq.op.Rope.Equal(rk.op.Rope) || rq.op.Rope.HeadDim != a.HeadDim || a.HeadDim%2 != 0 ||
 		!same(at.ins[0], rq.out) || !same(at.ins[1], rk.out) ||
-		rq.ins[0].n != a.Heads*a.HeadDim || rk.ins[0].n != a.KVHeads*a.HeadDim || at.ins[2].n != a.KVHeads*a.HeadDim ||
+		rq.ins[0].n != n*a.Heads*a.HeadDim || rk.ins[0].n != n*a.KVHeads*a.HeadDim || at.ins[2].n != n*a.KVHeads*a.HeadDim ||
 		rq.out.n != rq.ins[0].n || rk.out.n != rk.ins[0].n {
 		return unit{}, false
 	}
@@ -339,19 +402,17 @@ func (d *Device) runUnit(u unit) error {
 			return opErr(u.ops[len(u.ops)-1], err)
 		}
 		return nil
-	case fuseMVB, fuseMMT:
+	case fuseMVB:
+		if err := d.runMVB(u); err != nil {
+			return opErr(u.ops[0], err)
+		}
+		return nil
+	case fuseMMT:
 		var ws [3]mvWeight
 		for j, p := range u.ops {
 			ws[j] = mvWeight{p.w, p.out}
 		}
-		x, n := u.ops[0].ins[0], len(u.ops[0].st.Tokens)
-		var err error
-		if u.kind == fuseMVB {
-			err = d.launchMVB(x, n, ws[:len(u.ops)])
-		} else {
-			err = d.launchMMT(d.k.byType[ws[0].w.typ], ws[:len(u.ops)], x, n)
-		}
-		if err != nil {
+		if err := d.launchMMT(d.k.byType[ws[0].w.typ], ws[:len(u.ops)], u.ops[0].ins[0], len(u.ops[0].st.Tokens)); err != nil {
 			return opErr(u.ops[0], err)
 		}
 		return nil
@@ -362,6 +423,47 @@ func (d *Device) runUnit(u unit) error {
 		}
 	}
 	return nil
+}
+
+// runMVB launches a fuseMVB unit: [RMSNorm or SiLUMul] MatMul×1..3 [Add]
+// (matchMVB).
+func (d *Device) runMVB(u unit) error {
+	q := u.ops
+	x := q[0].ins[0]
+	var pre mvbPre
+	switch q[0].op.Kind {
+	case ops.RMSNorm:
+		pre = mvbPre{nw: uintptr(q[0].w.ptr), eps: q[0].op.Eps, y: q[0].out}
+		q = q[1:]
+	case ops.SiLUMul:
+		pre = mvbPre{u: uintptr(q[0].ins[1].ptr), y: q[0].out}
+		q = q[1:]
+	}
+	var res, sum *Buffer
+	if a := q[len(q)-1]; a.op.Kind == ops.Add {
+		res, sum = a.ins[0], a.out
+		if same(res, q[0].out) {
+			res = a.ins[1]
+		}
+		q = q[:len(q)-1]
+	}
+	if len(q) < len(u.ops) {
+		d.stats.batchJoined++
+	}
+	var ws [3]mvWeight
+	for j, p := range q {
+		ws[j] = mvWeight{p.w, p.out}
+	}
+	return d.launchMVB(x, len(q[0].st.Tokens), ws[:len(q)], pre, res, sum)
+}
+
+// mvbPre is the op that xq_<type> does before it quantizes a batched
+// mat-vec's input rows: none, an RMSNorm by nw and eps, or a SiLUMul of the
+// rows (the gate) and u (the up rows), writing its output y.
+type mvbPre struct {
+	nw, u uintptr
+	eps   float32
+	y     *Buffer
 }
 
 // runMV launches the fused mat-vec for a fuseMV, fuseSiLU or fuseAdd unit.
@@ -521,10 +623,12 @@ const mvbRows = 8
 const mvbWarpRows = 2
 
 // launchMVB launches the batched mat-vec of kernels/fused.cu: the n rows of
-// x, quantized to 8 bits into d.xq as the decode mat-vec quantizes its row
-// (xq_<type>), times up to three weights of one block type and row length,
-// each into its y, each product exactly the decode mat-vec's of that row.
-func (d *Device) launchMVB(x *Buffer, n int, ws []mvWeight) error {
+// x (after pre, where it has an op), quantized to 8 bits into d.xq as the
+// decode mat-vec quantizes its row (xq_<type>), times up to three weights of
+// one block type and row length, each into its y, each product exactly the
+// decode mat-vec's of that row; with sum set, a lone weight's product plus
+// res into sum (the residual add).
+func (d *Device) launchMVB(x *Buffer, n int, ws []mvWeight, pre mvbPre, res, sum *Buffer) error {
 	w0 := ws[0].w
 	cols := w0.w.Cols
 	if x.n < n*cols {
@@ -539,7 +643,11 @@ func (d *Device) launchMVB(x *Buffer, n int, ws []mvWeight) error {
 		d.nxq = need
 	}
 	tk := d.k.byType[w0.typ]
-	if err := launch(tk.xq, n, 1, 256, d.args().ptr(uintptr(x.ptr)).ptr(uintptr(d.xq)).i32(cols).i64(int64(stride))); err != nil {
+	var y uintptr
+	if pre.y != nil {
+		y = uintptr(pre.y.ptr)
+	}
+	if err := launch(tk.xq, n, (cols+2047)/2048, 256, d.args().ptr(uintptr(x.ptr)).ptr(pre.nw).ptr(pre.u).ptr(y).f32(pre.eps).ptr(uintptr(d.xq)).i32(cols).i64(int64(stride))); err != nil {
 		return err
 	}
 	wp, yp, rows, err := weightsOf(ws, n)
@@ -548,16 +656,26 @@ func (d *Device) launchMVB(x *Buffer, n int, ws []mvWeight) error {
 	}
 	total := rows[0] + rows[1] + rows[2]
 	// Eight weight rows a block, on tensor cores.
-	if k := tk.mvtFor(w0.typ, n); k.fn != nil {
-		stage := mvtStage(w0.typ, w0.rowBytes)
+	var rp, sp uintptr
+	if sum != nil {
+		if len(ws) != 1 {
+			return fmt.Errorf("a residual add after %d weights", len(ws))
+		}
+		rp, sp = uintptr(res.ptr), uintptr(sum.ptr)
+	}
+	if k := d.mvtFor(w0.typ, n); k.fn != nil {
+		stage := mvtStage(w0.typ, w0.rowBytes, mvtWarps(w0.typ))
 		a := d.args().ptr(uintptr(d.xq)).i32(stride).i32(n).i32(cols).
 			ptr(wp[0]).ptr(wp[1]).ptr(wp[2]).i64(int64(w0.rowBytes)).
-			ptr(yp[0]).ptr(yp[1]).ptr(yp[2]).i32(rows[0]).i32(rows[1]).i32(rows[2]).i32(stage)
+			ptr(yp[0]).ptr(yp[1]).ptr(yp[2]).i32(rows[0]).i32(rows[1]).i32(rows[2]).i32(stage).ptr(rp).ptr(sp)
 		shmem := 0
 		if stage > 0 {
 			shmem = 8 * (stage + 16)
 		}
-		return launchShared(k, (total+7)/8, 1, 32*mvtWarps, shmem, a)
+		return launchShared(k, (total+7)/8, 1, 32*mvtWarps(w0.typ), shmem, a)
+	}
+	if sum != nil {
+		return fmt.Errorf("a residual add with no tensor-core mat-vec for %s at %d rows", w0.typ, n)
 	}
 	// Activation rows per block: as many as fit the shared memory, at
 	// most mvbRows, spread evenly over the groups.
@@ -588,10 +706,15 @@ var useMVT = os.Getenv("HYBRID_CUDA_MVT") != "0"
 // mvtStage is the stage argument of mvt for weight rows of type t and rb
 // bytes: rb where a block's eight rows are copied to shared memory before
 // its sums (mvtStaged types, rows of a whole number of 16 bytes, eight of
-// them with their padding in mvtStageMax), else 0 (read where they are).
+// them with their padding in mvtStageMax, less what a block of warps warps
+// more than eight keeps of its own), else 0 (read where they are).
 // HYBRID_CUDA_MVT_STAGE=0 turns it off, for comparison.
-func mvtStage(t quant.Type, rb int) int {
-	if noMVTStage || !mvtStaged[t] || rb%16 != 0 || 8*(rb+16) > mvtStageMax {
+func mvtStage(t quant.Type, rb, warps int) int {
+	limit := mvtStageMax
+	if warps > 8 {
+		limit -= 8 << 10 // mvtx2's partial sums: 16 KiB
+	}
+	if noMVTStage || !mvtStaged[t] || rb%16 != 0 || 8*(rb+16) > limit {
 		return 0
 	}
 	return rb
@@ -606,49 +729,97 @@ func mvtStage(t quant.Type, rb int) int {
 var mvtStaged = map[quant.Type]bool{quant.Q4_0: true, quant.Q8_0: true}
 
 // mvtStageMax is the most shared memory an mvt block stages its rows in:
-// with its own 4 KiB, within the 48 KiB a block has without asking.
+// with its own up to 8 KiB (mvtw2's partial sums), within the 48 KiB a
+// block has without asking.
 const mvtStageMax = 40 << 10
 
 // noMVTStage is HYBRID_CUDA_MVT_STAGE=0: mvtStage stages nothing.
 var noMVTStage = os.Getenv("HYBRID_CUDA_MVT_STAGE") == "0"
 
-// mvtWarps is an mvt block's warps (MVT_WARPS): the decode's lane groups
-// split four ways, on the same eight weight rows.
-const mvtWarps = 4
+// mvtWarps is an mvt block's warps for weights of type t: the decode's
+// lane groups split W ways, on the same eight weight rows (mvt_, mvtw_ and
+// mvtx_<type>: 4, 8 and 16 warps). Q4_0 takes 8: its 32 lane groups (one
+// a lane) keep eight running sums a warp at four, and its narrow matrices
+// (256 blocks for TinyLlama's 2048-row attention output and down
+// projection) leave most warp slots of the multiprocessors empty. Measured
+// on an H200 (BenchmarkCUDARows, synthetic TinyLlama Q4_0, two runs): 4
+// rows 2,150 / 2,102 tok/s against 2,019 / 2,021 with four warps, 16 rows
+// 6,694 / 6,781 against 6,399 / 6,445. Llama-7B's Q4_K and Q6_K (8 lane
+// groups) were slower with eight: 4 rows 683 against 703 tok/s.
+// HYBRID_CUDA_MVT_WARPS=4, 8 or 16 sets it for every type that has it.
+func mvtWarps(t quant.Type) int {
+	switch mvtWarpsEnv {
+	case "4":
+		return 4
+	case "8":
+		return 8
+	case "16":
+		if t == quant.Q4_0 || t == quant.Q8_0 {
+			return 16
+		}
+		return 4
+	}
+	if t == quant.Q4_0 {
+		return 8
+	}
+	return 4
+}
+
+var mvtWarpsEnv = os.Getenv("HYBRID_CUDA_MVT_WARPS")
 
 // mvtFor returns the tensor-core batched mat-vec of type t for n activation
 // rows (one tile of 16, or two); none where the type has none, n is under
 // its mvtTypes minimum or over 32, or useMVT is off.
-func (tk *typed) mvtFor(t quant.Type, n int) kernel {
-	switch {
-	case !useMVT || n > 32 || n < mvtTypes[t]:
+func (d *Device) mvtFor(t quant.Type, n int) kernel {
+	tk := d.k.byType[t]
+	if !useMVT || n > 32 || n < mvtTypes[t] || tk == nil {
 		return kernel{}
-	case n <= 16:
-		return tk.mvt
 	}
-	return tk.mvt2
+	k := [2]kernel{tk.mvt, tk.mvt2}
+	switch mvtWarps(t) {
+	case 8:
+		k = [2]kernel{tk.mvtw, tk.mvtw2}
+	case 16:
+		k = [2]kernel{tk.mvtx, tk.mvtx2}
+	}
+	if n <= 16 {
+		return k[0]
+	}
+	return k[1]
 }
 
-// runRope launches RoPE of q and k with the cache append, then attention.
+// runRope launches RoPE of q and k with the cache append, then attention:
+// for one token, or for each row of a batched step.
 func (d *Device) runRope(u unit) error {
 	rq, rk, at := u.ops[0], u.ops[1], u.ops[2]
 	c, err := d.kvFor(at.op)
 	if err != nil {
 		return err
 	}
-	c = c.at(at.st.Base)
+	n, rows := 1, uintptr(0)
+	if at.st.Rows != nil {
+		// Each row's position and first cell from d.rowPos; the whole
+		// cache, as the attention op's rows see it.
+		n, rows = len(at.st.Rows), uintptr(d.rowPos)
+	} else {
+		c = c.at(at.st.Base)
+	}
 	r := rq.op.Rope
 	freqs, err := d.freqsOf(r) // the same for rk: matchRope checked the two ropes are Equal
 	if err != nil {
 		return err
 	}
-	qw, kw := rq.ins[0].n, rk.ins[0].n
+	qw, kw := rq.ins[0].n/n, rk.ins[0].n/n
 	threads := qw/2 + kw
 	a := d.args().ptr(uintptr(rq.ins[0].ptr)).ptr(uintptr(rk.ins[0].ptr)).ptr(uintptr(at.ins[2].ptr)).
 		ptr(uintptr(rq.out.ptr)).ptr(uintptr(rk.out.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).
-		i32(qw).i32(kw).i32(r.HeadDim).i32(r.Dims).f32(ropeScale(r)).ptr(uintptr(d.tokens)).i32(b2i(r.Neox)).ptr(uintptr(freqs))
-	if err := launch(d.k.ropeKV, (threads+255)/256, 1, 256, a); err != nil {
+		i32(qw).i32(kw).i32(r.HeadDim).i32(r.Dims).f32(ropeScale(r)).ptr(uintptr(d.tokens)).i32(b2i(r.Neox)).ptr(uintptr(freqs)).ptr(rows)
+	if err := launch(d.k.ropeKV, (threads+255)/256, n, 256, a); err != nil {
 		return err
+	}
+	if rows != 0 {
+		d.stats.batchJoined++
+		return d.attendAt(at.op, n, at.ins[0], at.out, c, rows)
 	}
 	return d.attend(at.op, 1, at.ins[0], at.out, c)
 }

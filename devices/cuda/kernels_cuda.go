@@ -68,6 +68,8 @@ type typed struct {
 	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
 	mvb, xq                kernel // mat-vecs of several rows on 8-bit activations, and their quantization (kernels/fused.cu)
 	mvt, mvt2              kernel // mvb on 8-bit tensor cores for up to 16 and 32 rows (kernels/fused.cu), for mvtTypes only
+	mvtw, mvtw2            kernel // the same with eight warps a block (mvtWarps)
+	mvtx, mvtx2            kernel // and sixteen, for Q4_0 and Q8_0 only
 }
 
 // kernels are one context's loaded functions, looked up once.
@@ -162,11 +164,16 @@ func loadKernels() (*kernels, error) {
 			return nil, err
 		}
 		if mvtTypes[t] > 0 {
-			if tk.mvt, err = get(fm, "mvt_"+n); err != nil {
-				return nil, err
-			}
-			if tk.mvt2, err = get(fm, "mvt2_"+n); err != nil {
-				return nil, err
+			for _, p := range []struct {
+				k    *kernel
+				name string
+			}{{&tk.mvt, "mvt_"}, {&tk.mvt2, "mvt2_"}, {&tk.mvtw, "mvtw_"}, {&tk.mvtw2, "mvtw2_"}, {&tk.mvtx, "mvtx_"}, {&tk.mvtx2, "mvtx2_"}} {
+				if (p.name == "mvtx_" || p.name == "mvtx2_") && t != quant.Q4_0 && t != quant.Q8_0 {
+					continue // 16 warps need 16 lane groups
+				}
+				if *p.k, err = get(fm, p.name+n); err != nil {
+					return nil, err
+				}
 			}
 		}
 		for _, m := range []kernel{tk.mmt, tk.mmt64, tk.mmt32} {

@@ -236,6 +236,7 @@ type graphStats struct {
 	queue, flush time.Duration
 	flushes      int
 	mvRopes      int // fuseMVRope units launched
+	batchJoined  int // batched steps' launches that joined ops: fuseMVB with its RMSNorm, SiLUMul or residual add, or the rows' RoPE and cache append
 }
 
 // minGraph is the fewest ops of a batch worth capturing as a graph.
@@ -715,7 +716,7 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 			// kernels compute them (kernels/q8.cuh); several rows
 			// each as the decode step would.
 			if n > 1 {
-				return d.launchMVB(in[0], n, []mvWeight{{w, out}})
+				return d.launchMVB(in[0], n, []mvWeight{{w, out}}, mvbPre{}, nil, nil)
 			}
 			return d.launchMV(in[0], 0, nil, 0, []mvWeight{{w, out}}, mvPlain, nil, nil, nil)
 		}

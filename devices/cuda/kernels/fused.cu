@@ -223,14 +223,20 @@ FOR_TYPES(MV)
 
 // rope_kv: the decode step's RoPE of the queries q (qw features) and keys k
 // (kw) into qo and ko, and the append of the rotated keys and the values v
-// to the layer's caches at the step's position, in one launch. Thread i
+// to the layer's caches at the step's position, in one launch; or the same
+// for each row of a batched step (rope, rope and kv_append's values). Thread i
 // takes pair i of q (pair i%half of head i/half, rope_feats), then of k,
 // then two values.
 extern "C" __global__ void rope_kv(const float *q, const float *k, const float *v, float *qo, float *ko, __half *kc, __half *vc, int qw, int kw,
-                                   int headDim, int dims, float scale, const int *posp, int neox, const float *freqs) {
-	int pos = *posp, half = headDim / 2;
+                                   int headDim, int dims, float scale, const int *posp, int neox, const float *freqs, const int *rowp) {
+	// A batched step's row blockIdx.y (rowp set): its own position and
+	// cell, rowp[2r] and rowp[2r+1] + rowp[2r], as rope and kv_append
+	// read them.
+	int r = blockIdx.y;
+	int pos = rowp ? rowp[2 * r] : *posp, half = headDim / 2;
 	int i = blockIdx.x * blockDim.x + threadIdx.x, qp = qw / 2, kp = kw / 2;
-	long long base = (long long)pos * kw;
+	long long base = ((long long)pos + (rowp ? rowp[2 * r + 1] : 0)) * kw;
+	q += (long long)r * qw, qo += (long long)r * qw, k += (long long)r * kw, ko += (long long)r * kw, v += (long long)r * kw;
 	if (i < qp + kp) {
 		bool isq = i < qp;
 		int p = isq ? i : i - qp, j = p % half, f0, f1;
@@ -259,21 +265,51 @@ extern "C" __global__ void rope_kv(const float *q, const float *k, const float *
 
 // xq_<type> quantizes n rows of x (cols each) into xq, row r's XQ at
 // r·stride (stride a multiple of 16, at least xqBytes(cols)), as the decode
-// mat-vec of weight type T stages its row (quant32 or quant256). One block
-// of 256 threads per row.
+// mat-vec of weight type T stages its row (quant32 or quant256, their
+// pieces and blocks taken as they take them). A block of 256 threads takes
+// 2048 elements (blockIdx.y) of a row (blockIdx.x), so that a step of few
+// rows of many columns runs on more than one multiprocessor a row. It may
+// first do the op that makes those rows, so
+// that a batched step launches one kernel for both: with nw set, x's rows
+// RMS-normalised by nw and eps (rms_norm's values: block_rms_scale, then
+// rms_apply); with u set, silu(x)·u (silu_mul's, silu_of). y then gets the
+// op's output, exactly what that op's own launch writes.
 template <int T>
-__device__ __forceinline__ void xq_rows(const float *x, uint8_t *xq, int cols, long long stride) {
-	const float *xr = x + (long long)blockIdx.x * cols;
+__device__ __forceinline__ void xq_rows(const float *x, const float *nw, const float *u, float *y, float eps, uint8_t *xq, int cols, long long stride) {
+	__shared__ float part[32];
+	long long off = (long long)blockIdx.x * cols;
+	const float *xr = x + off;
 	XQ q = xq_at(xq + blockIdx.x * stride, cols);
-	auto val = [&](int i) { return xr[i]; };
-	if (D8<T>::block == 32)
-		quant32(val, cols, q, D8<T>::q81);
-	else if (D8<T>::block == 256)
-		quant256(val, cols, q);
+	float scale = nw ? block_rms_scale(xr, cols, eps, part) : 0; // nw is the same for the whole block
+	auto val = [&](int i) {
+		float v = nw ? rms_apply(xr[i], scale, nw[i]) : u ? silu_of(xr[i], u[off + i]) : xr[i];
+		if (y) y[off + i] = v;
+		return v;
+	};
+	float v[8];
+	if (D8<T>::block == 32) {
+		int c = blockIdx.y * blockDim.x + threadIdx.x; // quant32's piece of 8
+		if (c < cols / 8) {
+#pragma unroll
+			for (int k = 0; k < 8; k++) v[k] = val(8 * c + k);
+			quant32_piece(c, v, q, D8<T>::q81);
+		}
+	} else if (D8<T>::block == 256) {
+		int b = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5); // quant256's block: a warp's
+		if (b < cols / 256) {
+			int c = 32 * b + (threadIdx.x & 31);
+#pragma unroll
+			for (int k = 0; k < 8; k++) v[k] = val(8 * c + k);
+			quant256_piece(c, v, q);
+		}
+	}
 }
 
-#define XQROWS(id, name) \
-	extern "C" __global__ void xq_##name(const float *x, uint8_t *xq, int cols, long long stride) { xq_rows<id>(x, xq, cols, stride); }
+#define XQROWS(id, name)                                                                                                             \
+	extern "C" __global__ void xq_##name(const float *x, const float *nw, const float *u, float *y, float eps, uint8_t *xq, int cols, \
+	                                     long long stride) {                                                                          \
+		xq_rows<id>(x, nw, u, y, eps, xq, cols, stride);                                                                              \
+	}
 FOR_TYPES(XQROWS)
 
 #define MVB_NR 8 // activation rows per pass over a weight row
@@ -384,18 +420,20 @@ FOR_TYPES(MVB)
 // the groups are then added by butterfly (g with g^(per/2), then
 // g^(per/4), …, and +0 from the TPB-1 idle lanes of each group).
 //
-// A block of four warps takes 8 weight rows (the mma's B, n = 8: lane l's
-// row l/4, read straight from the weights, or, where stage is set, from
-// shared memory, the eight rows copied there first in 16-byte pieces, all
-// at once: Q4_0's two-byte reads of eight rows spread over memory made it
-// 2.2× a single row's mat-vec at 4 rows) and all activation rows (A,
-// m = 16 a tile, from L1); warp w takes the decode's groups g ≡ w (mod 4),
-// NJ = per/4 of them, with a running sum each, so that the block reads
-// each weight byte once and in order. A warp's groups are added as the
-// butterfly's first levels add them; the four warps' sums, as its last
-// two, (V0 + V2) + (V1 + V3). Within a 32-element block the mma's k order
-// is free (the sum is exact), so lane t takes elements 8t..8t+7: one 8-byte
-// load of each activation row.
+// A block of W warps (4, or 8 for a narrow matrix) takes 8 weight rows
+// (the mma's B, n = 8: lane l's row l/4, read straight from the weights,
+// or, where stage is set, from shared memory, the eight rows copied there
+// first in 16-byte pieces, all at once: Q4_0's two-byte reads of eight rows
+// spread over memory made it 2.2× a single row's mat-vec at 4 rows) and
+// all activation rows (A, m = 16 a tile, from L1); warp w takes the
+// decode's groups g ≡ w (mod W), NJ = per/W of them, with a running sum
+// each, so that the block reads each weight byte once and in order. A
+// warp's groups are added as the butterfly's first levels add them; the W
+// warps' sums, as its last levels: (V0 + V2) + (V1 + V3) for four. Within
+// a 32-element block the mma's k order is free (the sum is exact), so lane
+// t takes elements 8t..8t+7: one 8-byte load of each activation row. With
+// S set (one weight), the product is also added to R into S, as the
+// residual add after it does.
 #define MVT_WARPS 4
 
 // s4 turns four nibbles n (in bytes) into the int8s n-8; s6 turns four
@@ -572,12 +610,13 @@ __device__ __forceinline__ const uint8_t *mvtRow(int r, const uint8_t *W0, const
 	return r < r0 ? W0 + r * rb : r < r0 + r1 ? W1 + (r - r0) * rb : W2 + (r - r0 - r1) * rb;
 }
 
-template <int T, int MT>
+template <int T, int MT, int W>
 __device__ __forceinline__ void mvt(const uint8_t *xq, int xs, int n, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb,
-                                    float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int stage) {
+                                    float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int stage, const float *R, float *S) {
 	typedef D8<T> D;
-	const int per = 32 / D::TPB, NJ = per / MVT_WARPS;
-	__shared__ float part[MVT_WARPS][MT][4][32];
+	const int per = 32 / D::TPB, NJ = per / W;
+	static_assert(NJ >= 1, "more warps than the decode's lane groups");
+	__shared__ float part[W][MT][4][32];
 	extern __shared__ uint4 wst[];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
 	int total = r0 + r1 + r2, row0 = blockIdx.x * 8;
@@ -624,7 +663,7 @@ __device__ __forceinline__ void mvt(const uint8_t *xq, int xs, int n, int cols, 
 	auto pass = [&](int it, bool part) {
 #pragma unroll
 		for (int j = 0; j < NJ; j++) {
-			int b = it * per + warp + MVT_WARPS * j;
+			int b = it * per + warp + W * j;
 			if (part && b >= nb) break; // the same for the whole warp
 			float f[MT][4];
 			long long at = (long long)b * D::bytes;
@@ -655,31 +694,50 @@ __device__ __forceinline__ void mvt(const uint8_t *xq, int xs, int n, int cols, 
 	for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
-			float v = __fadd_rn(__fadd_rn(part[0][mt][i][lane], part[2][mt][i][lane]), __fadd_rn(part[1][mt][i][lane], part[3][mt][i][lane]));
+			// The butterfly's last levels over the warps, as over
+			// the warp's own groups above.
+			float p[W];
+#pragma unroll
+			for (int w = 0; w < W; w++) p[w] = part[w][mt][i][lane];
+#pragma unroll
+			for (int m = W / 2; m >= 1; m >>= 1)
+#pragma unroll
+				for (int w = 0; w < m; w++) p[w] = __fadd_rn(p[w], p[w + m]);
+			float v = p[0];
 			if (D::TPB > 1) v = __fadd_rn(v, 0.0f);
 			int t = 16 * mt + 8 * (i >> 1) + g, row = row0 + 2 * tig + (i & 1);
 			if (t >= n || row >= total) continue;
-			if (row < r0)
-				Y0[(long long)t * r0 + row] = v;
-			else if (row < r0 + r1)
+			if (row < r0) {
+				long long at = (long long)t * r0 + row;
+				Y0[at] = v;
+				if (S) S[at] = R[at] + v; // the residual add after a lone weight (add's y = a + b)
+			} else if (row < r0 + r1)
 				Y1[(long long)t * r1 + row - r0] = v;
 			else
 				Y2[(long long)t * r2 + row - r0 - r1] = v;
 		}
 }
 
-#define MVT(id, name)                                                                                                                           \
-	extern "C" __global__ void __launch_bounds__(32 * MVT_WARPS)                                                                                \
-	    mvt_##name(const uint8_t *xq, int xs, int n, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, float *Y0, \
-	               float *Y1, float *Y2, int r0, int r1, int r2, int stage) {                                                                   \
-		mvt<id, 1>(xq, xs, n, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, stage);                                                            \
-	}                                                                                                                                           \
-	extern "C" __global__ void __launch_bounds__(32 * MVT_WARPS)                                                                                \
-	    mvt2_##name(const uint8_t *xq, int xs, int n, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, float *Y0, \
-	                float *Y1, float *Y2, int r0, int r1, int r2, int stage) {                                                                  \
-		mvt<id, 2>(xq, xs, n, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, stage);                                                            \
+// mvt_<type> takes 4 warps a block, mvtw_<type> 8 (more warps in flight
+// where a launch has few blocks: a narrow matrix); mvt2 and mvtw2 take two
+// tiles of activation rows.
+#define MVTK(kname, id, MT, W)                                                                                                                        \
+	extern "C" __global__ void __launch_bounds__(32 * W)                                                                                             \
+	    kname(const uint8_t *xq, int xs, int n, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, float *Y0, float *Y1, \
+	          float *Y2, int r0, int r1, int r2, int stage, const float *R, float *S) {                                                                 \
+		mvt<id, MT, W>(xq, xs, n, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, stage, R, S);                                                       \
 	}
+#define MVT(id, name)                      \
+	MVTK(mvt_##name, id, 1, MVT_WARPS)     \
+	MVTK(mvt2_##name, id, 2, MVT_WARPS)    \
+	MVTK(mvtw_##name, id, 1, 2 * MVT_WARPS) \
+	MVTK(mvtw2_##name, id, 2, 2 * MVT_WARPS)
 MVT(T_Q4_0, q4_0)
 MVT(T_Q8_0, q8_0)
 MVT(T_Q4_K, q4_k)
 MVT(T_Q6_K, q6_k)
+// mvtx_<type>: sixteen warps, for the types of 16 lane groups or more.
+MVTK(mvtx_q4_0, T_Q4_0, 1, 4 * MVT_WARPS)
+MVTK(mvtx2_q4_0, T_Q4_0, 2, 4 * MVT_WARPS)
+MVTK(mvtx_q8_0, T_Q8_0, 1, 4 * MVT_WARPS)
+MVTK(mvtx2_q8_0, T_Q8_0, 2, 4 * MVT_WARPS)
