@@ -269,11 +269,11 @@ extern "C" __global__ void rope_kv(const float *q, const float *k, const float *
 // pieces and blocks taken as they take them). A block of 256 threads takes
 // 2048 elements (blockIdx.y) of a row (blockIdx.x), so that a step of few
 // rows of many columns runs on more than one multiprocessor a row. It may
-// first do the op that makes those rows, so
-// that a batched step launches one kernel for both: with nw set, x's rows
-// RMS-normalised by nw and eps (rms_norm's values: block_rms_scale, then
-// rms_apply); with u set, silu(x)·u (silu_mul's, silu_of). y then gets the
-// op's output, exactly what that op's own launch writes.
+// first do the op that makes those rows, so that a batched step launches
+// one kernel for both: with nw set, x's rows RMS-normalised by nw and eps
+// (rms_norm's values: block_rms_scale, then rms_apply, every block of a row
+// finding the same scale); with u set, silu(x)·u (silu_mul's, silu_of). y
+// then gets the op's output, exactly what that op's own launch writes.
 template <int T>
 __device__ __forceinline__ void xq_rows(const float *x, const float *nw, const float *u, float *y, float eps, uint8_t *xq, int cols, long long stride) {
 	__shared__ float part[32];
@@ -420,7 +420,7 @@ FOR_TYPES(MVB)
 // the groups are then added by butterfly (g with g^(per/2), then
 // g^(per/4), …, and +0 from the TPB-1 idle lanes of each group).
 //
-// A block of W warps (4, or 8 for a narrow matrix) takes 8 weight rows
+// A block of W warps (4, 8 or 16: mvtWarps) takes 8 weight rows
 // (the mma's B, n = 8: lane l's row l/4, read straight from the weights,
 // or, where stage is set, from shared memory, the eight rows copied there
 // first in 16-byte pieces, all at once: Q4_0's two-byte reads of eight rows
