@@ -28,26 +28,9 @@ import (
 // cover every weight type the kernels are instantiated for, mixed within a
 // file where the recipe mixes them (Q4_K_M: Q4_K and Q6_K).
 func TestFusedDecodeIsExact(t *testing.T) {
-	dir := t.TempDir()
-	p, err := synth.LookupPreset("stories15m")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, typ := range []string{"Q4_0", "Q4_K_M", "Q8_0", "Q5_K_M", "Q6_K", "F16", "Q4_1", "Q5_0", "Q5_1", "BF16", "F32"} {
 		t.Run(typ, func(t *testing.T) {
-			ft, err := synth.LookupFileType(typ)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(dir, typ+".gguf")
-			if err := synth.Write(path, synth.Options{Preset: p, Type: ft, Seed: 1}); err != nil {
-				t.Fatal(err)
-			}
-			m, err := llama.Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m := storiesModel(t, typ, 1)
 			plain, err := cuda.New(0)
 			if errors.Is(err, devices.ErrNotAvailable) {
 				t.Skip(err)
@@ -159,26 +142,9 @@ func argmax(v []float32) int32 {
 // into one tensor-core launch (fuseMMT: q, k and v; gate and up), and checks
 // that fusion happened and that both stay close to the CPU device's logits.
 func TestFusedPrefill(t *testing.T) {
-	dir := t.TempDir()
-	p, err := synth.LookupPreset("stories15m")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, typ := range []string{"Q4_0", "Q4_K_M", "Q8_0", "F16"} {
 		t.Run(typ, func(t *testing.T) {
-			ft, err := synth.LookupFileType(typ)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(dir, typ+".gguf")
-			if err := synth.Write(path, synth.Options{Preset: p, Type: ft, Seed: 2}); err != nil {
-				t.Fatal(err)
-			}
-			m, err := llama.Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m := storiesModel(t, typ, 2)
 			plain, err := cuda.New(0)
 			if errors.Is(err, devices.ErrNotAvailable) {
 				t.Skip(err)
@@ -239,26 +205,9 @@ func TestFusedPrefill(t *testing.T) {
 // with mvt's blocks of each type's own warps, and of 4, 8 and 16 (Q4_0 and
 // Q8_0). 3 rows run Q4_0 on mvb (dp4a), 20 rows two tiles of mvt.
 func TestFusedBatchIsExact(t *testing.T) {
-	dir := t.TempDir()
-	p, err := synth.LookupPreset("stories15m")
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer cuda.SetMVTWarps(0)
 	for _, typ := range []string{"Q4_0", "Q4_K_M", "Q8_0", "Q6_K", "Q5_K_M"} {
-		ft, err := synth.LookupFileType(typ)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, typ+".gguf")
-		if err := synth.Write(path, synth.Options{Preset: p, Type: ft, Seed: 3}); err != nil {
-			t.Fatal(err)
-		}
-		m, err := llama.Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
+		m := storiesModel(t, typ, 3)
 		for _, warps := range []int{0, 4, 8, 16} {
 			for _, n := range []int{3, 4, 20} {
 				t.Run(fmt.Sprintf("%s/warps=%d/rows=%d", typ, warps, n), func(t *testing.T) {
@@ -343,4 +292,29 @@ func batchIsExact(t *testing.T, m *llama.Model, n int, typ string) {
 		t.Fatalf("fusion off, yet %d joined launches", j)
 	}
 	t.Logf("%s, %d rows: unfused, fused and one sequence at a time identical over %d steps (%d joined launches)", typ, n, steps, joined)
+}
+
+// storiesModel writes a synthetic stories15m of file type typ (synth's
+// names: Q4_0, Q4_K_M, …) with seed into t's temporary folder and loads it;
+// it is closed when t ends.
+func storiesModel(t *testing.T, typ string, seed uint64) *llama.Model {
+	t.Helper()
+	p, err := synth.LookupPreset("stories15m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft, err := synth.LookupFileType(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), typ+".gguf")
+	if err := synth.Write(path, synth.Options{Preset: p, Type: ft, Seed: seed}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := llama.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }
