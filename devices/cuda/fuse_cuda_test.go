@@ -31,19 +31,7 @@ func TestFusedDecodeIsExact(t *testing.T) {
 	for _, typ := range []string{"Q4_0", "Q4_K_M", "Q8_0", "Q5_K_M", "Q6_K", "F16", "Q4_1", "Q5_0", "Q5_1", "BF16", "F32"} {
 		t.Run(typ, func(t *testing.T) {
 			m := storiesModel(t, typ, 1)
-			plain, err := cuda.New(0)
-			if errors.Is(err, devices.ErrNotAvailable) {
-				t.Skip(err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer plain.Close()
-			fused, err := cuda.New(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fused.Close()
+			plain, fused := openGPU(t), openGPU(t)
 			cuda.SetFuse(plain, false)
 			const ctx, steps = 64, 16
 			var execs []*runtime.Executor
@@ -61,6 +49,7 @@ func TestFusedDecodeIsExact(t *testing.T) {
 				var lg [3][]float32
 				for i, e := range execs {
 					var l []float32
+					var err error
 					if s == 0 {
 						l, err = e.Prefill(tok, pos)
 					} else {
@@ -145,19 +134,7 @@ func TestFusedPrefill(t *testing.T) {
 	for _, typ := range []string{"Q4_0", "Q4_K_M", "Q8_0", "F16"} {
 		t.Run(typ, func(t *testing.T) {
 			m := storiesModel(t, typ, 2)
-			plain, err := cuda.New(0)
-			if errors.Is(err, devices.ErrNotAvailable) {
-				t.Skip(err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer plain.Close()
-			fused, err := cuda.New(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fused.Close()
+			plain, fused := openGPU(t), openGPU(t)
 			cuda.SetFuse(plain, false)
 			tok := make([]int32, 200)
 			for i := range tok {
@@ -220,18 +197,7 @@ func TestFusedBatchIsExact(t *testing.T) {
 }
 
 func batchIsExact(t *testing.T, m *llama.Model, n int, typ string) {
-	var gpus [3]*cuda.Device // unfused, fused, one sequence at a time
-	for i := range gpus {
-		g, err := cuda.New(0)
-		if errors.Is(err, devices.ErrNotAvailable) {
-			t.Skip(err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer g.Close()
-		gpus[i] = g
-	}
+	gpus := [3]*cuda.Device{openGPU(t), openGPU(t), openGPU(t)} // unfused, fused, one sequence at a time
 	cuda.SetFuse(gpus[0], false)
 	const cells, steps = 32, 4
 	var execs [3]*runtime.Executor
@@ -317,4 +283,19 @@ func storiesModel(t *testing.T, typ string, seed uint64) *llama.Model {
 	}
 	t.Cleanup(func() { m.Close() })
 	return m
+}
+
+// openGPU opens GPU 0 as a device of its own, closed when t ends, or skips t
+// where there is none.
+func openGPU(t *testing.T) *cuda.Device {
+	t.Helper()
+	g, err := cuda.New(0)
+	if errors.Is(err, devices.ErrNotAvailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
 }
