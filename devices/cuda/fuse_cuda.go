@@ -647,7 +647,7 @@ func (d *Device) launchMVB(x *Buffer, n int, ws []mvWeight, pre mvbPre, res, sum
 	if pre.y != nil {
 		y = uintptr(pre.y.ptr)
 	}
-	if err := launch(tk.xq, n, (cols+2047)/2048, 256, d.args().ptr(uintptr(x.ptr)).ptr(pre.nw).ptr(pre.u).ptr(y).f32(pre.eps).ptr(uintptr(d.xq)).i32(cols).i64(int64(stride))); err != nil {
+	if err := launch(tk.xq, n, (cols+xqChunk-1)/xqChunk, 256, d.args().ptr(uintptr(x.ptr)).ptr(pre.nw).ptr(pre.u).ptr(y).f32(pre.eps).ptr(uintptr(d.xq)).i32(cols).i64(int64(stride))); err != nil {
 		return err
 	}
 	wp, yp, rows, err := weightsOf(ws, n)
@@ -664,7 +664,7 @@ func (d *Device) launchMVB(x *Buffer, n int, ws []mvWeight, pre mvbPre, res, sum
 		rp, sp = uintptr(res.ptr), uintptr(sum.ptr)
 	}
 	if k := d.mvtFor(w0.typ, n); k.fn != nil {
-		stage := mvtStage(w0.typ, w0.rowBytes, mvtWarps(w0.typ))
+		stage := mvtStage(w0.typ, w0.rowBytes)
 		a := d.args().ptr(uintptr(d.xq)).i32(stride).i32(n).i32(cols).
 			ptr(wp[0]).ptr(wp[1]).ptr(wp[2]).i64(int64(w0.rowBytes)).
 			ptr(yp[0]).ptr(yp[1]).ptr(yp[2]).i32(rows[0]).i32(rows[1]).i32(rows[2]).i32(stage).ptr(rp).ptr(sp)
@@ -690,6 +690,10 @@ func (d *Device) launchMVB(x *Buffer, n int, ws []mvWeight, pre mvbPre, res, sum
 	return launchShared(tk.mvb, groups, (total+per-1)/per, 32*warps, nr*stride, a)
 }
 
+// xqChunk is the elements of a row that a block of xq_<type> quantizes:
+// 256 threads, a piece of eight each.
+const xqChunk = 2048
+
 // mvtTypes are the weight types whose batched mat-vecs run on 8-bit tensor
 // cores (mvt_<type> in kernels/fused.cu), each row's product still exactly
 // its decode step's, and the fewest rows they do so from. Measured on an
@@ -706,14 +710,13 @@ var useMVT = os.Getenv("HYBRID_CUDA_MVT") != "0"
 // mvtStage is the stage argument of mvt for weight rows of type t and rb
 // bytes: rb where a block's eight rows are copied to shared memory before
 // its sums (mvtStaged types, rows of a whole number of 16 bytes, eight of
-// them with their padding in mvtStageMax, less what a block of warps warps
-// more than eight keeps of its own), else 0 (read where they are).
-// HYBRID_CUDA_MVT_STAGE=0 turns it off, for comparison.
-func mvtStage(t quant.Type, rb, warps int) int {
-	limit := mvtStageMax
-	if warps > 8 {
-		limit -= 8 << 10 // mvtx2's partial sums: 16 KiB
-	}
+// them with their padding in what the block's own shared memory leaves of
+// mvtShared), else 0 (read where they are). HYBRID_CUDA_MVT_STAGE=0 turns
+// it off, for comparison.
+func mvtStage(t quant.Type, rb int) int {
+	// A block's own: its warps' partial sums of two tiles (1 KiB a warp),
+	// counted as at least 8 KiB.
+	limit := mvtShared - max(8, mvtWarps(t))<<10
 	if noMVTStage || !mvtStaged[t] || rb%16 != 0 || 8*(rb+16) > limit {
 		return 0
 	}
@@ -728,10 +731,9 @@ func mvtStage(t quant.Type, rb, warps int) int {
 // reading their rows in longer pieces already.
 var mvtStaged = map[quant.Type]bool{quant.Q4_0: true, quant.Q8_0: true}
 
-// mvtStageMax is the most shared memory an mvt block stages its rows in:
-// with its own up to 8 KiB (mvtw2's partial sums), within the 48 KiB a
-// block has without asking.
-const mvtStageMax = 40 << 10
+// mvtShared is the shared memory an mvt block has, its staged rows and its
+// own: the 48 KiB a block has without asking.
+const mvtShared = 48 << 10
 
 // noMVTStage is HYBRID_CUDA_MVT_STAGE=0: mvtStage stages nothing.
 var noMVTStage = os.Getenv("HYBRID_CUDA_MVT_STAGE") == "0"
