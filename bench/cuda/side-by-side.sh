@@ -3,17 +3,23 @@
 # files, in one run. Run from the repository root there, with .device/e2e
 # (hybrid, cuda.test, models/ with the shared GGUF files, capped.yaml) and
 # .device/lcpp (from ../shared/tools/llamacpp-cuda.sh pack) carried; see
-# bench/cuda/README.md. Parts: all (default), peer (build llama.cpp only),
-# main (the side-by-side table), split (the memory-capped split against fixed
-# layer splits), split-ab (auto against the best fixed splits, alternated).
+# bench/cuda/README.md. Parts: table (default: build llama.cpp with its
+# FlashAttention kernels, then fa.sh's table: pp512, tg128, tg128 at depth
+# 4096 against -fa 1, and decode's weight reads as a fraction of the copy
+# rate), peer (build llama.cpp only), main (the policies against llama.cpp
+# built without FlashAttention, at pp128/tg64), split (the memory-capped
+# split against fixed layer splits), split-ab (auto against the best fixed
+# splits, alternated), all (peer, main, split). H and LCPP name other
+# folders for hybrid and the llama.cpp pack.
 set -u
-H=.device/e2e/hybrid
+H=${H:-.device/e2e/hybrid}
+LCPP=${LCPP:-.device/lcpp}
 B=/tmp/lcpp/build/bin
-part=${1:-all}
+part=${1:-table}
 
 peer() {
   [ -x $B/llama-bench ] && return
-  B=$(bash .device/lcpp/llamacpp-cuda.sh build .device/lcpp/lcpp.tgz) || { tail -20 /tmp/lcpp/build.log; exit 1; }
+  B=$(bash $LCPP/llamacpp-cuda.sh build $LCPP/lcpp.tgz) || { tail -20 /tmp/lcpp/build.log; exit 1; }
 }
 
 synth() { [ -f /tmp/tl-$1.gguf ] || $H synth --preset tinyllama-1.1b --type $1 -o /tmp/tl-$1.gguf >/dev/null; }
@@ -83,6 +89,7 @@ split_ab() {
 }
 
 case $part in
+table) peer; H=$H B=$B bash "$(dirname "$0")/fa.sh" ;;
 peer) peer ;;
 main) peer; main ;;
 split) peer; split ;;

@@ -151,44 +151,45 @@ type Device struct {
 	freqs   map[string]dptr        // rope frequency factors on the GPU, by their bytes (freqs_cuda.go)
 
 	// Owned by the device's thread.
-	ctx    context
-	hasCtx bool
-	k      *kernels
-	sms    int            // multiprocessors
-	occ    map[occKey]int // blocks a wave, by launch shape (wave)
-	slots  [maxArgs]uint64
-	kv     map[int]*kvCache
-	allocs map[dptr]allocation // every live allocation
-	used   int64
-	held   [nMemKinds]int64 // used by kind
-	peak   [nMemKinds]int64 // held when used was at its most
-	peakN  int64            // used at its most
-	driver int64            // the GPU's memory in use once the context and kernels were loaded, less used
-	tokens dptr             // the step on the device: its position, then its token ids (ntok of room), then ReadArgmax's results (as many)
-	ntok   int              // token ids tokens has room for
-	rowPos dptr             // a batched step's rows: position and first cell of each (uploadRows)
-	nrow   int              // rows rowPos has room for
-	xq     dptr             // activation rows quantized to 8 bits for mvb (launchMVB)
-	nxq    int64            // bytes xq has room for
-	mmtP   dptr             // a split-K prefill mat-mul's partial products (launchMMT)
-	nmmtP  int64            // bytes mmtP has room for
-	mmtX   dptr             // a prefill mat-mul's activations rounded to f16 (launchMMT)
-	nmmtX  int64            // bytes mmtX has room for
-	picks  dptr             // ReadTopK's results
-	npicks int64            // bytes picks has room for
-	attP   dptr             // split attention's parts (attendAt)
-	nattP  int64            // bytes attP has room for
-	attC   dptr             // split attention's counts of finished parts, one int a row and head (zero between launches)
-	nattC  int64            // bytes attC has room for
-	stream stream           // every launch goes here (graphs need a stream of our own)
-	graphs map[string]*graph
-	seen   map[string]bool // batches run once, captured when seen again
-	key    []byte
-	stats  graphStats
-	units  []unit         // fuse's scratch
-	noFuse bool           // launch every op alone (tests compare both ways)
-	stage  unsafe.Pointer // pinned host staging for Write and Read
-	nstage int
+	ctx        context
+	hasCtx     bool
+	k          *kernels
+	sms        int            // multiprocessors
+	occ        map[occKey]int // blocks a wave, by launch shape (wave)
+	slots      [maxArgs]uint64
+	kv         map[int]*kvCache
+	allocs     map[dptr]allocation // every live allocation
+	used       int64
+	held       [nMemKinds]int64 // used by kind
+	peak       [nMemKinds]int64 // held when used was at its most
+	peakN      int64            // used at its most
+	driver     int64            // the GPU's memory in use once the context and kernels were loaded, less used
+	tokens     dptr             // the step on the device: its position, then its token ids (ntok of room), then ReadArgmax's results (as many)
+	ntok       int              // token ids tokens has room for
+	rowPos     dptr             // a batched step's rows: position and first cell of each (uploadRows)
+	nrow       int              // rows rowPos has room for
+	xq         dptr             // activation rows quantized to 8 bits for mvb (launchMVB)
+	nxq        int64            // bytes xq has room for
+	mmtP       dptr             // a split-K prefill mat-mul's partial products (launchMMT)
+	nmmtP      int64            // bytes mmtP has room for
+	mmtX       dptr             // a prefill mat-mul's activations rounded to f16 (launchMMT)
+	nmmtX      int64            // bytes mmtX has room for
+	picks      dptr             // ReadTopK's results
+	npicks     int64            // bytes picks has room for
+	attP       dptr             // split attention's parts (attendAt)
+	nattP      int64            // bytes attP has room for
+	attC       dptr             // split attention's counts of finished parts, one int a row and head (zero between launches)
+	nattC      int64            // bytes attC has room for
+	stream     stream           // every launch goes here (graphs need a stream of our own)
+	graphs     map[string]*graph
+	seen       map[string]bool // batches run once, captured when seen again
+	key        []byte
+	stats      graphStats
+	units      []unit         // fuse's scratch
+	noFuse     bool           // launch every op alone (tests compare both ways)
+	mvWarpsSet int            // warps a decode mat-vec block takes where set (SetMVWarps), else mvWarps's default
+	stage      unsafe.Pointer // pinned host staging for Write and Read
+	nstage     int
 }
 
 // weight is a resident weight: its file bytes on the GPU, or for one-row

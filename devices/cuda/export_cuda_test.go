@@ -13,6 +13,10 @@ func Fused(d *Device) (fused, alone int) {
 	return
 }
 
+// SetMVWarps makes d's decode mat-vecs of mvwTypes take w warps a block
+// (8 or 16), or mvWarps's default for 0.
+func SetMVWarps(d *Device, w int) { d.do(func() error { d.mvWarpsSet = w; return nil }) }
+
 // MVRopes returns how many q, k, v mat-vec launches with their RoPE and
 // cache append (fuseMVRope) d has made.
 func MVRopes(d *Device) int {

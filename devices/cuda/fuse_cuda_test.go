@@ -31,11 +31,16 @@ func TestFusedDecodeIsExact(t *testing.T) {
 	for _, typ := range []string{"Q4_0", "Q4_K_M", "Q8_0", "Q5_K_M", "Q6_K", "F16", "Q4_1", "Q5_0", "Q5_1", "BF16", "F32"} {
 		t.Run(typ, func(t *testing.T) {
 			m := storiesModel(t, typ, 1)
-			plain, fused := openGPU(t), openGPU(t)
+			// plain launches each op alone on eight warps a block, wide
+			// fuses on sixteen (where its types have mvw_<type>).
+			plain, fused, wide := openGPU(t), openGPU(t), openGPU(t)
 			cuda.SetFuse(plain, false)
+			cuda.SetMVWarps(plain, 8)
+			cuda.SetMVWarps(fused, 8)
+			cuda.SetMVWarps(wide, 16)
 			const ctx, steps = 64, 16
 			var execs []*runtime.Executor
-			for _, d := range []devices.Device{plain, fused, cpu.New("cpu", 0)} {
+			for _, d := range []devices.Device{plain, fused, cpu.New("cpu", 0), wide} {
 				e, err := runtime.NewExecutor(m, d, ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -46,7 +51,7 @@ func TestFusedDecodeIsExact(t *testing.T) {
 			pos := 0
 			var worst float64
 			for s := range steps {
-				var lg [3][]float32
+				var lg [4][]float32
 				for i, e := range execs {
 					var l []float32
 					var err error
@@ -63,6 +68,9 @@ func TestFusedDecodeIsExact(t *testing.T) {
 				for j := range lg[0] {
 					if math.Float32bits(lg[0][j]) != math.Float32bits(lg[1][j]) {
 						t.Fatalf("step %d: logit %d: fused %v, unfused %v", s, j, lg[1][j], lg[0][j])
+					}
+					if math.Float32bits(lg[0][j]) != math.Float32bits(lg[3][j]) {
+						t.Fatalf("step %d: logit %d: fused on sixteen warps a block %v, unfused on eight %v", s, j, lg[3][j], lg[0][j])
 					}
 				}
 				e, top := relErr(lg[0], lg[2])

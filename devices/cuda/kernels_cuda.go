@@ -66,6 +66,7 @@ type typed struct {
 	mmt4w                  kernel // Q4_0's 128-token tiles, with four warps (mmt4w_q4_0); zero for the other types
 	mmq, mmq64, mmq32      kernel // the same on 8-bit inputs (kernels/mmq.cu), for mmqTypes only; zero for the others
 	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
+	mvw                    kernel // the same with sixteen warps a block, for mvwTypes only
 	mvb, xq                kernel // mat-vecs of several rows on 8-bit activations, and their quantization (kernels/fused.cu)
 	mvt, mvt2              kernel // mvb on 8-bit tensor cores for up to 16 and 32 rows (kernels/fused.cu), for mvtTypes only
 	mvtw, mvtw2            kernel // the same with eight warps a block (mvtWarps)
@@ -153,6 +154,11 @@ func loadKernels() (*kernels, error) {
 		}
 		if tk.mv, err = get(fm, "mv_"+n); err != nil {
 			return nil, err
+		}
+		if mvwTypes[t] {
+			if tk.mvw, err = get(fm, "mvw_"+n); err != nil {
+				return nil, err
+			}
 		}
 		if tk.mvb, err = get(fm, "mvb_"+n); err != nil {
 			return nil, err

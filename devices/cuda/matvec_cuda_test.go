@@ -18,9 +18,10 @@ import (
 // TinyLlama's and Llama-7B's layers as a decode step runs it: one CUDA
 // graph of back-to-back launches over copies of the weight that together
 // exceed the 50 MB L2, replayed, with the GPU's time taken by events; with
-// the grid of one wave (mvWave) and with a block for every eight rows. It
-// logs µs per mat-vec and weight bytes per second, and checks that both
-// grids compute the same products.
+// the grid of one wave (mvWave), with a block for every eight rows, and
+// with sixteen warps a block (mvw_<type>). It logs µs per mat-vec and
+// weight bytes per second, and checks that every variant computes the same
+// products.
 func TestDecodeMatVec(t *testing.T) {
 	if testing.Short() {
 		t.Skip("timing")
@@ -36,11 +37,13 @@ func TestDecodeMatVec(t *testing.T) {
 		{2048, 5632, false, false}, {4096, 4096, false, false}, {12288, 4096, false, true}, {11008, 4096, true, false}, {4096, 11008, false, false},
 	}
 	type variant struct {
-		name string
-		wave bool
+		name  string
+		wave  bool
+		warps int // a block's (mvWarps), where the type has mvw_<type>
 	}
-	vs := []variant{{"one-wave", true}, {"all-blocks", false}}
+	vs := []variant{{"one-wave", true, 8}, {"all-blocks", false, 8}, {"16-warps", true, 16}}
 	defer func(w bool) { mvWave = w }(mvWave)
+	defer func() { g.mvWarpsSet = 0 }()
 	only := os.Getenv("HYBRID_MATVEC_ONLY") // "Q4_K 4096x11008": one type and shape
 	for _, typ := range []quant.Type{quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.Q8_0} {
 		for _, sh := range shapes {
@@ -97,7 +100,7 @@ func TestDecodeMatVec(t *testing.T) {
 			line := fmt.Sprintf("MATVEC %-5s %5dx%-5d x%d %-4s %-4s %2d copies:", typ, sh.rows, sh.cols, nws, map[bool]string{false: "", true: "silu"}[sh.silu], map[bool]string{false: "", true: "norm"}[sh.norm], copies)
 			var outs [][]float32
 			for _, v := range vs {
-				mvWave = v.wave
+				mvWave, g.mvWarpsSet = v.wave, v.warps
 				var el time.Duration
 				const reps = 5
 				err := g.do(func() (err error) {

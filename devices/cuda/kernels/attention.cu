@@ -226,6 +226,18 @@ __device__ __forceinline__ void attng(const float *q, const __half *kc, const __
 		float x[GM];
 #pragma unroll
 		for (int g = 0; g < GM; g++) x[g] = 0;
+		// The round's 32 value rows are asked for with its keys, before
+		// any score: they do not depend on them (loaded four at a time
+		// after the softmax, a round waited for memory nine times).
+		// Measured on an H200 (TestDecodeAttention, µs a layer): Llama-7B's
+		// heads 3.52 → 3.19 at 16 keys, 27.67 → 25.90 at 4096;
+		// TinyLlama's unchanged (5.55 → 5.79 at 16, 12.14 → 12.28 at 4096).
+		const __half *vb = vc + (long long)base * dim + kh + 2 * lane;
+		__half2 vr[32][J];
+#pragma unroll
+		for (int k = 0; k < 32; k++)
+#pragma unroll
+			for (int j = 0; j < J; j++) vr[k][j] = base + k < hi ? *(const __half2 *)(vb + (long long)k * dim + 64 * j) : __half2();
 		if (key < hi) {
 			const uint4 *kr = (const uint4 *)(kc + (long long)key * dim + kh);
 			uint4 w[KP];
@@ -261,13 +273,12 @@ __device__ __forceinline__ void attng(const float *q, const __half *kc, const __
 		}
 		__syncwarp();
 		int nk = min(32, hi - base);
-		const __half *vb = vc + (long long)base * dim + kh + 2 * lane;
-#pragma unroll 4
-		for (int k = 0; k < nk; k++) {
-			const __half *vr = vb + (long long)k * dim;
+#pragma unroll
+		for (int k = 0; k < 32; k++) {
+			if (k >= nk) break;
 			float2 v[J];
 #pragma unroll
-			for (int j = 0; j < J; j++) v[j] = __half22float2(*(const __half2 *)(vr + 64 * j));
+			for (int j = 0; j < J; j++) v[j] = __half22float2(vr[k][j]);
 #pragma unroll
 			for (int g = 0; g < GM; g++) {
 				float pk = ps[warp][g][k];

@@ -27,7 +27,7 @@ __device__ __forceinline__ float block_sum(float s, float *part) {
 // (fused.cu), which sums them in the same order.
 __device__ __forceinline__ float block_rms_scale(const float *x, int cols, float eps, float *part) {
 	float s = 0;
-	for (int c = threadIdx.x; 8 * c < cols; c += blockDim.x)
+	for (int c = threadIdx.x; threadIdx.x < 256 && 8 * c < cols; c += 256) // a block of 512 sums as one of 256 (mvw)
 #pragma unroll
 		for (int k = 0; k < 8; k++)
 			if (8 * c + k < cols) s = fmaf(x[8 * c + k], x[8 * c + k], s);

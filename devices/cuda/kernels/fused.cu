@@ -8,6 +8,7 @@
 #include "tc.cuh"
 
 #define MV_THREADS 256 // 8 warps, each taking rows a grid's warps apart; block_rms_scale needs 256
+#define MVW_THREADS 512 // mvw_<type>: 16 warps, the norm's sums still by the first 256 threads
 #define MV_PLAIN 0     // up to three weights' rows, one after another
 #define MV_SILU 1      // gate W0 and up W1 row by row; S = silu(Y0)·Y1
 #define MV_ADD 2       // one weight; S = res + Y0
@@ -92,7 +93,7 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // -> 286 tok/s against a block for every eight rows. Asking L2 for the rows
 // ahead (prefetch.global.L2), two rows a warp at once, and letting the next
 // kernel start early (programmatic dependent launch) were each slower.
-template <int T>
+template <int T, int NT>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
                                    const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,
@@ -101,7 +102,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	__shared__ float part[32];
 	__shared__ float2 rsc[MV_RSC];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int total = mode == MV_SILU ? r0 : mode == MV_ROPE ? (r0 + r1 + r2) / 2 : r0 + r1 + r2, nwarps = gridDim.x * (MV_THREADS / 32);
+	int total = mode == MV_SILU ? r0 : mode == MV_ROPE ? (r0 + r1 + r2) / 2 : r0 + r1 + r2, nwarps = gridDim.x * (NT / 32);
 	if (mode == MV_ROPE) {
 		// The pairs' sines and cosines, one pair a thread, ready by the
 		// barrier after the staging below.
@@ -121,11 +122,13 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		// pieces held in registers, then normalised and quantized there
 		// (the same values, in the same order, as block_rms_scale and
 		// the general path below).
+		// The first 256 threads hold the row (as block_rms_scale sums it);
+		// in a block of 512 the others only wait for them.
 		float v[RP][8], s = 0;
 #pragma unroll
 		for (int j = 0; j < RP; j++) {
 			int c = threadIdx.x + MV_THREADS * j;
-			if (8 * c >= cols) break;
+			if (threadIdx.x >= MV_THREADS || 8 * c >= cols) break;
 			float4 a = *(const float4 *)(x + 8 * c), b = *(const float4 *)(x + 8 * c + 4);
 			v[j][0] = a.x, v[j][1] = a.y, v[j][2] = a.z, v[j][3] = a.w, v[j][4] = b.x, v[j][5] = b.y, v[j][6] = b.z, v[j][7] = b.w;
 #pragma unroll
@@ -135,7 +138,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 #pragma unroll
 		for (int j = 0; j < RP; j++) {
 			int c = threadIdx.x + MV_THREADS * j;
-			if (8 * c >= cols) break;
+			if (threadIdx.x >= MV_THREADS || 8 * c >= cols) break;
 			float4 a = *(const float4 *)(nw + 8 * c), b = *(const float4 *)(nw + 8 * c + 4);
 			float w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
@@ -172,7 +175,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	}
 	__syncthreads();
 	int nb = cols / (D8<T>::block ? D8<T>::block : 1);
-	for (int g = blockIdx.x * (MV_THREADS / 32) + warp; g < total; g += nwarps) {
+	for (int g = blockIdx.x * (NT / 32) + warp; g < total; g += nwarps) {
 		if (mode == MV_ROPE) {
 			rope_rows<T>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc, rope, rscale, posp, freqs, rsc);
 			continue;
@@ -217,9 +220,29 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	    mv_##name(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, \
 	              long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,     \
 	              float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs) {                         \
-		mv<id>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S, qo, ko, kc, vc, rope, rscale, posp, freqs);   \
+		mv<id, MV_THREADS>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S, qo, ko, kc, vc, rope, rscale, posp, \
+		                   freqs);                                                                                                     \
 	}
 FOR_TYPES(MV)
+
+// mvw_<type>: mv_<type> with 16 warps a block, for the common block types
+// (the decode's default: mvWarps in fuse_cuda.go), so that a
+// multiprocessor stages x for half as many blocks. The products are mv's
+// bit for bit: the norm's sum is the first 256 threads', and a quantized
+// block does not depend on which warp makes it.
+#define MVW(id, name)                                                                                                                    \
+	extern "C" __global__ void __launch_bounds__(MVW_THREADS)                                                                            \
+	    mvw_##name(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, \
+	               long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,    \
+	               float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs) {                        \
+		mv<id, MVW_THREADS>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S, qo, ko, kc, vc, rope, rscale,  \
+		                    posp, freqs);                                                                                              \
+	}
+MVW(T_Q4_0, q4_0)
+MVW(T_Q8_0, q8_0)
+MVW(T_Q4_K, q4_k)
+MVW(T_Q5_K, q5_k)
+MVW(T_Q6_K, q6_k)
 
 // rope_kv: the decode step's RoPE of the queries q (qw features) and keys k
 // (kw) into qo and ko, and the append of the rotated keys and the values v

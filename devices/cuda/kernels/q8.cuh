@@ -505,11 +505,16 @@ __device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x
 	float acc[R];
 #pragma unroll
 	for (int r = 0; r < R; r++) acc[r] = 0;
-	int iters = (nb + per - 1) / per;
-#pragma unroll 4
-	for (int it = 0; it < iters; it++) {
+	// The trips where every group has a block carry no test, so that the
+	// unrolled trips' loads can go out together; then the one trip where
+	// only some do. The sums are added in the same order either way.
+	// Measured on an H200 (TestDecodeMatVec, eight warps, µs): Q4_K
+	// 4096×11008 19.25 → 17.69, 4096×4096 8.55 → 8.11; Q4_0 5632×2048
+	// gate+up 9.93 → 8.98, but 2560×2048 4.73 → 5.60 (4.97 on the sixteen
+	// warps the decode uses, mvWarps).
+	int full = nb / per, iters = (nb + per - 1) / per;
+	auto trip = [&](int it, bool ok) {
 		int b = it * per + first;
-		bool ok = b < nb;
 		int dot[R], off[R];
 #pragma unroll
 		for (int r = 0; r < R; r++) {
@@ -526,7 +531,10 @@ __device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x
 		if (ok && k == 0)
 #pragma unroll
 			for (int r = 0; r < R; r++) acc[r] = __fadd_rn(acc[r], D::fin(rows[r] + (long long)b * D::bytes, x, b, dot[r], off[r]));
-	}
+	};
+#pragma unroll 4
+	for (int it = 0; it < full; it++) trip(it, true);
+	if (full < iters) trip(full, full * per + first < nb);
 #pragma unroll
 	for (int r = 0; r < R; r++) {
 		float s = acc[r];
