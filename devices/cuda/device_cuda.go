@@ -188,6 +188,7 @@ type Device struct {
 	units      []unit         // fuse's scratch
 	noFuse     bool           // launch every op alone (tests compare both ways)
 	mvWarpsSet int            // warps a decode mat-vec block takes where set (SetMVWarps), else mvWarps's default
+	gqaHeads   int            // the most query heads a block of attention_g takes where set (tests), else gqaHeads's
 	stage      unsafe.Pointer // pinned host staging for Write and Read
 	nstage     int
 }

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -154,35 +155,99 @@ func TestDecodeAttention(t *testing.T) {
 		q, _ := g.Alloc(a.Heads * a.HeadDim)
 		g.Write(q, verify.RandVec(r, a.Heads*a.HeadDim))
 		out, _ := g.Alloc(a.Heads * a.HeadDim)
-		line := fmt.Sprintf("ATTENTION %d/%d heads of %d:", a.Heads, a.KVHeads, a.HeadDim)
-		for _, depth := range []int{16, 256, 1024, 4096} {
-			const reps, per = 5, 20
-			var el time.Duration
-			err := g.do(func() error {
-				c, err := g.kvFor(op)
+		for _, most := range []int{8, 4, 2, 1} {
+			if most > 1 && most >= a.Heads/a.KVHeads && most != 8 {
+				continue // the same launch as 8
+			}
+			g.gqaHeads = most
+			line := fmt.Sprintf("ATTENTION %d/%d heads of %d, at most %d a block:", a.Heads, a.KVHeads, a.HeadDim, most)
+			for _, depth := range []int{16, 256, 1024, 4096} {
+				const reps, per = 5, 20
+				var el time.Duration
+				err := g.do(func() error {
+					c, err := g.kvFor(op)
+					if err != nil {
+						return err
+					}
+					if err := g.uploadStep(depth-1, nil); err != nil {
+						return err
+					}
+					el, err = replayTime(g, reps, func() error {
+						for range per {
+							if err := g.attend(op, 1, q.(*Buffer), out.(*Buffer), c); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					return err
+				})
 				if err != nil {
-					return err
+					t.Fatal(err)
 				}
-				if err := g.uploadStep(depth-1, nil); err != nil {
-					return err
-				}
-				el, err = replayTime(g, reps, func() error {
-					for range per {
-						if err := g.attend(op, 1, q.(*Buffer), out.(*Buffer), c); err != nil {
+				us := el.Seconds() * 1e6 / (reps * per)
+				line += fmt.Sprintf("  d%d %.2f µs %.0f GB/s", depth, us, float64(2*2*depth*kdim)/us/1e3)
+			}
+			t.Log(line)
+		}
+		g.gqaHeads = 0
+	}
+}
+
+// TestAttentionHeadsExact checks that a few rows' attention by KV head
+// (attention_g) gives every query head the same output bit for bit however
+// many of a KV head's query heads a block takes (8, 4, 2, 1: gqaHeads), at
+// depths of one part and of several (flash-decoding's merge), for one row
+// and for three.
+func TestAttentionHeadsExact(t *testing.T) {
+	g := gpu(t)
+	defer func() { g.gqaHeads = 0 }()
+	r := rand.New(rand.NewPCG(25, 26))
+	for c, a := range []ops.AttnParams{{Heads: 32, KVHeads: 4, HeadDim: 64, Context: 4200}, {Heads: 64, KVHeads: 8, HeadDim: 128, Context: 4200}, {Heads: 14, KVHeads: 2, HeadDim: 64, Context: 4200}} {
+		op := &ops.Op{Kind: ops.Attention, Name: "attn", Layer: 500 + c, Attn: a}
+		kdim := a.KVHeads * a.HeadDim
+		const fill = 4096
+		runOp(t, g, op, ops.Step{Tokens: make([]int32, fill), Pos: 0}, nil, fill*a.Heads*a.HeadDim,
+			verify.RandVec(r, fill*a.Heads*a.HeadDim), verify.RandVec(r, fill*kdim), verify.RandVec(r, fill*kdim))
+		for _, n := range []int{1, 3} {
+			q, _ := g.Alloc(n * a.Heads * a.HeadDim)
+			g.Write(q, verify.RandVec(r, n*a.Heads*a.HeadDim))
+			out, _ := g.Alloc(n * a.Heads * a.HeadDim)
+			for _, depth := range []int{16, 300, 4000} {
+				var want []float32
+				for _, most := range []int{8, 4, 2, 1} {
+					g.gqaHeads = most
+					err := g.do(func() error {
+						c, err := g.kvFor(op)
+						if err != nil {
 							return err
 						}
+						if err := g.uploadStep(depth-1, nil); err != nil {
+							return err
+						}
+						if err := g.attend(op, n, q.(*Buffer), out.(*Buffer), c); err != nil {
+							return err
+						}
+						return synchronize()
+					})
+					if err != nil {
+						t.Fatal(err)
 					}
-					return nil
-				})
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
+					got := make([]float32, n*a.Heads*a.HeadDim)
+					g.Read(got, out)
+					if want == nil {
+						want = got
+						continue
+					}
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%d/%d heads of %d, %d rows at depth %d: out[%d] = %v with at most %d heads a block, %v with 8",
+								a.Heads, a.KVHeads, a.HeadDim, n, depth, i, got[i], most, want[i])
+						}
+					}
+				}
 			}
-			us := el.Seconds() * 1e6 / (reps * per)
-			line += fmt.Sprintf("  d%d %.2f µs %.0f GB/s", depth, us, float64(2*2*depth*kdim)/us/1e3)
 		}
-		t.Log(line)
 	}
 }
 

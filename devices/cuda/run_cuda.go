@@ -1046,15 +1046,34 @@ func attgSplit(blocks int) int {
 	return attgParts
 }
 
+// gqaHeads is HYBRID_CUDA_GQA_HEADS (1, 2, 4 or 8), the most query heads
+// a block of attention_g takes, to measure others; 0 when unset. A KV
+// head's query heads then spread over more blocks, each reading its keys
+// and values; each head's output is the same bit for bit.
+var gqaHeads = func() int {
+	switch n, _ := strconv.Atoi(os.Getenv("HYBRID_CUDA_GQA_HEADS")); n {
+	case 1, 2, 4, 8:
+		return n
+	}
+	return 0
+}()
+
 // attendG returns attention_g's kernel for a, its blocks per KV head and
 // whether it applies: head sizes 64 and 128, query heads a whole multiple
-// of the KV heads.
+// of the KV heads. A block takes up to eight query heads, or fewer where
+// gqaHeads or the test hook d.gqaHeads says.
 func (d *Device) attendG(a ops.AttnParams) (kernel, int, bool) {
 	if noGQA || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || (a.HeadDim != 64 && a.HeadDim != 128) {
 		return kernel{}, 0, false
 	}
+	most := 8
+	if d.gqaHeads > 0 {
+		most = d.gqaHeads
+	} else if gqaHeads > 0 {
+		most = gqaHeads
+	}
 	g, gm := a.Heads/a.KVHeads, 0
-	for 1<<gm < min(g, 8) {
+	for 1<<gm < min(g, most) {
 		gm++
 	}
 	return d.k.attentionG[a.HeadDim/128][gm], (g + 1<<gm - 1) >> gm, true
