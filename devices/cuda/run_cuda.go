@@ -1086,7 +1086,10 @@ func (d *Device) attendAt(op *ops.Op, n int, q, out *Buffer, c *kvCache, rows ui
 	a := op.Attn
 	scale := 1 / float32(math.Sqrt(float64(a.HeadDim)))
 	if kg, groups, ok := d.attendG(a); ok && n <= attSplitRows {
-		parts := attgSplit(a.KVHeads * groups)
+		// The parts as the default eight heads a block has them, so that a
+		// row's span is cut the same way (and summed in the same order)
+		// whatever gqaHeads says.
+		parts := attgSplit(a.KVHeads * ((a.Heads/a.KVHeads + 7) / 8))
 		return launch(kg, a.KVHeads*groups, n*parts, 32*attgWarps, d.args().ptr(uintptr(q.ptr)).ptr(uintptr(c.k)).ptr(uintptr(c.v)).ptr(uintptr(out.ptr)).
 			i32(a.Heads).i32(a.KVHeads).ptr(uintptr(d.tokens)).f32(scale).ptr(rows).ptr(uintptr(d.attP)).ptr(uintptr(d.attC)).i32(parts))
 	}
