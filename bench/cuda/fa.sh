@@ -59,7 +59,7 @@ import sys
 f, lpp, hpp, ltg, htg, ld, hd, wb, copy = sys.argv[1:]
 num = lambda s: float(s) if s.replace('.', '', 1).isdigit() else None
 lpp, hpp, ltg, htg, ld, hd, wb, copy = map(num, (lpp, hpp, ltg, htg, ld, hd, wb, copy))
-r = lambda a, b: f"**{b / a:.2f}**" if a and b else ""
+r = lambda a, b: (f"**{b / a:.2f}**" if b >= a else f"{b / a:.2f}") if a and b else ""
 g = lambda v: f"{v:.1f}" if v else ""
 bw = f"{htg * wb / 1e9:.0f} ({100 * htg * wb / 1e9 / copy:.0f}%)" if htg and wb and copy else ""
 print(f"| {f} | {g(lpp)} | {g(hpp)} | {r(lpp, hpp)} | {g(ltg)} | {g(htg)} | {r(ltg, htg)} | {bw} | {g(ld)} | {g(hd)} | {r(ld, hd)} |")
