@@ -578,9 +578,10 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	} else {
 		a.ptr(0).ptr(0).ptr(0).ptr(0).i32(0).f32(0).ptr(0).ptr(0)
 	}
-	warps, k := 8, d.k.byType[w0.typ].mv // MV_THREADS / 32
-	if kw := d.k.byType[w0.typ].mvw; kw.fn != nil && d.mvWarps(w0.typ) == 16 {
-		warps, k = 16, kw // MVW_THREADS / 32
+	tk := d.k.byType[w0.typ]
+	warps, k := 8, tk.mv // MV_THREADS / 32
+	if tk.mvw.fn != nil && d.mvWarps() == 16 {
+		warps, k = 16, tk.mvw // MVW_THREADS / 32
 	}
 	shmem := stageBytes(w0.typ, cols)
 	blocks, err := mvBlocks(d, k, (total+warps-1)/warps, 32*warps, shmem)
@@ -598,15 +599,15 @@ var mvwTypes = map[quant.Type]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_
 // mvwTypes on eight warps a block, as the other types.
 var mvWarpsEnv = os.Getenv("HYBRID_CUDA_MV_WARPS")
 
-// mvWarps is the warps a block of t's decode mat-vec takes (where t has
-// mvw_<type>): 8 or 16 as the test hook SetMVWarps or HYBRID_CUDA_MV_WARPS
+// mvWarps is the warps a block of a decode mat-vec takes where its type
+// has mvw_<type>: 8 or 16 as the test hook SetMVWarps or HYBRID_CUDA_MV_WARPS
 // says, else 16. A multiprocessor then normalises and quantizes x for half
 // as many blocks. Measured on an H200 (TestDecodeMatVec, µs a mat-vec, 8
 // warps → 16): Llama-7B's Q4_K q,k,v 14.54 → 14.04, gate+up 22.08 → 20.81,
 // down 17.69 → 15.29 (Q6_K 24.57 → 22.41), o 8.11 → 7.26; TinyLlama's Q4_0
 // q,k,v 5.60 → 4.97, down 7.82 → 7.16, gate+up 8.98 → 9.70; decode
 // (tg128) 7B 375/373 → 388/389 tok/s, TinyLlama 1090/1082 → 1094/1063.
-func (d *Device) mvWarps(t quant.Type) int {
+func (d *Device) mvWarps() int {
 	if d.mvWarpsSet > 0 {
 		return d.mvWarpsSet
 	}
