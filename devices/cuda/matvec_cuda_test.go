@@ -155,12 +155,16 @@ func TestDecodeAttention(t *testing.T) {
 		q, _ := g.Alloc(a.Heads * a.HeadDim)
 		g.Write(q, verify.RandVec(r, a.Heads*a.HeadDim))
 		out, _ := g.Alloc(a.Heads * a.HeadDim)
-		for _, most := range []int{8, 4, 2, 1} {
-			if most < 8 && most >= a.Heads/a.KVHeads {
+		for _, most := range []int{0, 8, 4, 2, 1} {
+			if most > 0 && most < 8 && most >= a.Heads/a.KVHeads {
 				continue // the same launch as at most 8
 			}
 			g.gqaHeads = most
-			line := fmt.Sprintf("ATTENTION %d/%d heads of %d, at most %d a block:", a.Heads, a.KVHeads, a.HeadDim, most)
+			label := fmt.Sprintf("at most %d", most)
+			if most == 0 {
+				label = "the default"
+			}
+			line := fmt.Sprintf("ATTENTION %d/%d heads of %d, %s a block:", a.Heads, a.KVHeads, a.HeadDim, label)
 			for _, depth := range []int{16, 256, 1024, 4096} {
 				const reps, per = 5, 20
 				var el time.Duration
