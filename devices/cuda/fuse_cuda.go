@@ -176,6 +176,19 @@ func (d *Device) match(q []pending) unit {
 		}
 		u = unit{kind: fuseMV, ops: q[:i]}
 	}
+	// q and k of one type, v of another whose activations are quantized
+	// alike (mixedRope): still one launch with the RoPE and cache append.
+	if len(mm) == 2 && i < len(q) && !noMVRope {
+		v := q[i]
+		if v.op.Kind == ops.MatMul && v.n == 1 && same(v.ins[0], x) && fusable(v) && v.w.w.Cols == mm[0].w.w.Cols &&
+			mixedRope[[2]quant.Type{mm[0].w.typ, v.w.typ}] {
+			if r, ok := matchRope(q[i+1:], 1); ok && ropesOf(q[first:i+1], r) {
+				if m := (unit{kind: fuseMVRope, ops: q[:i+4]}); disjoint(m) {
+					return m
+				}
+			}
+		}
+	}
 	switch {
 	case len(mm) == 2 && i < len(q) && q[i].op.Kind == ops.SiLUMul && q[i].n == 2 &&
 		same(q[i].ins[0], mm[0].out) && same(q[i].ins[1], mm[1].out) && mm[0].w.w.Rows == mm[1].w.w.Rows && q[i].out.n == mm[0].w.w.Rows:
@@ -583,6 +596,15 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	if tk.mvw.fn != nil && d.mvWarps() == 16 {
 		warps, k = 16, tk.mvw // MVW_THREADS / 32
 	}
+	rb2 := w0.rowBytes
+	if mode == mvRope && ws[2].w.typ != w0.typ {
+		mk := d.k.mvRope[[2]quant.Type{w0.typ, ws[2].w.typ}]
+		k, rb2 = mk[0], ws[2].w.rowBytes
+		if warps == 16 {
+			k = mk[1]
+		}
+	}
+	a.i64(int64(rb2))
 	shmem := stageBytes(w0.typ, cols)
 	blocks, err := mvBlocks(d, k, (total+warps-1)/warps, 32*warps, shmem)
 	if err != nil {
@@ -590,6 +612,14 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	}
 	return launchShared(k, blocks, 1, 32*warps, shmem, a)
 }
+
+// mixedRope are the pairs of q's and k's type and v's type with an MV_ROPE
+// launch (mvr_ and mvrw_ in kernels/fused.cu): v's activation row is
+// quantized as q's, so one staged row serves the three. llama-quantize's
+// Q4_K_M and Q5_K_M give half of a model's layers a Q6_K attn_v (Q8_0 under
+// Q5_0 where a row is no whole number of 256-blocks); a layer is then one
+// launch and not three (q and k; v; rope_kv).
+var mixedRope = map[[2]quant.Type]bool{{quant.Q4_K, quant.Q6_K}: true, {quant.Q5_K, quant.Q6_K}: true, {quant.Q5_0, quant.Q8_0}: true}
 
 // mvwTypes are the types with a decode mat-vec of sixteen warps a block
 // (mvw_<type> in kernels/fused.cu).

@@ -88,15 +88,16 @@ type kernels struct {
 	// in kernels/attention.cu): [head size 64, 128][up to 1, 2, 4, 8 query
 	// heads a block].
 	attentionG [2][4]kernel
-	ropeKV     kernel // fused decode RoPE and cache append
-	mmtSum     kernel // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
-	toF16      kernel // a prefill mat-mul's activations rounded to f16 (kernels/matmul.cu)
-	mmqQuant   kernel // a prefill mat-mul's activations quantized to 8 bits (kernels/mmq.cu)
+	mvRope     map[[2]quant.Type][2]kernel // mvr_ and mvrw_ of mixedRope's pairs: MV_ROPE with v of another type, on 8 and 16 warps
+	ropeKV     kernel                      // fused decode RoPE and cache append
+	mmtSum     kernel                      // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
+	toF16      kernel                      // a prefill mat-mul's activations rounded to f16 (kernels/matmul.cu)
+	mmqQuant   kernel                      // a prefill mat-mul's activations quantized to 8 bits (kernels/mmq.cu)
 }
 
 // loadKernels loads the embedded modules into the current context.
 func loadKernels() (*kernels, error) {
-	k := &kernels{byType: map[quant.Type]*typed{}}
+	k := &kernels{byType: map[quant.Type]*typed{}, mvRope: map[[2]quant.Type][2]kernel{}}
 	load := func(ptx string) (module, error) {
 		m, err := loadModule(ptx)
 		if err != nil {
@@ -218,6 +219,17 @@ func loadKernels() (*kernels, error) {
 		if *p.k, err = get(p.m, p.name); err != nil {
 			return nil, err
 		}
+	}
+	for p := range mixedRope {
+		n := typeNames[p[0]] + "_" + typeNames[p[1]]
+		var ks [2]kernel
+		if ks[0], err = get(fm, "mvr_"+n); err != nil {
+			return nil, err
+		}
+		if ks[1], err = get(fm, "mvrw_"+n); err != nil {
+			return nil, err
+		}
+		k.mvRope[p] = ks
 	}
 	for d, hd := range []int{64, 128} {
 		for g := range k.attentionG[d] {

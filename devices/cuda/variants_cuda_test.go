@@ -256,7 +256,8 @@ func TestFusedRopeVariants(t *testing.T) {
 
 // TestFusedMVRopeVariants runs a prefill of 5 tokens and two decode steps of
 // MatMul(q) MatMul(k) MatMul(v) RoPE(q) RoPE(k) Attention for every rope
-// variant and a block and a float weight type, on the GPU with and without
+// variant, for block and float weight types and for v of another type than
+// q and k (mixedRope), on the GPU with and without
 // fusion: the decode steps fuse into one mat-vec launch that also turns q
 // and k and appends k and v to the cache (MV_ROPE, fuse_cuda.go), then
 // attention. Every value the six ops write must be the same bit for bit.
@@ -264,16 +265,18 @@ func TestFusedMVRopeVariants(t *testing.T) {
 	g := gpu(t)
 	defer SetFuse(g, true)
 	r := rand.New(rand.NewPCG(29, 30))
-	const cols = 128
+	const cols = 256
+	// q's, k's and v's types: one type, or v of another (mixedRope).
 	for vi, v := range ropeVariants {
-		for ti, typ := range []quant.Type{quant.Q8_0, quant.F32} {
-			t.Run(v.name+"/"+typ.String(), func(t *testing.T) {
+		for ti, types := range [][3]quant.Type{{quant.Q8_0, quant.Q8_0, quant.Q8_0}, {quant.F32, quant.F32, quant.F32},
+			{quant.Q4_K, quant.Q4_K, quant.Q6_K}, {quant.Q5_0, quant.Q5_0, quant.Q8_0}} {
+			t.Run(v.name+"/"+types[0].String()+"-"+types[2].String(), func(t *testing.T) {
 				rp := v.params(r)
 				a := ops.AttnParams{Heads: v.heads, KVHeads: v.kvh, HeadDim: v.hd, Context: 16}
 				var mm [3]*ops.Op
 				for j, rows := range []int{v.heads * v.hd, v.kvh * v.hd, v.kvh * v.hd} {
-					w := &ops.Weight{Name: fmt.Sprintf("mvrope.%d.%d.%d", vi, ti, j), Type: typ, Rows: rows, Cols: cols}
-					data, _ := quantized(t, r, typ, rows, cols)
+					w := &ops.Weight{Name: fmt.Sprintf("mvrope.%d.%d.%d", vi, ti, j), Type: types[j], Rows: rows, Cols: cols}
+					data, _ := quantized(t, r, types[j], rows, cols)
 					if err := g.LoadWeight(w, data); err != nil {
 						t.Fatal(err)
 					}
@@ -333,10 +336,10 @@ func TestFusedMVRopeVariants(t *testing.T) {
 					return outs
 				}
 				SetFuse(g, false)
-				plain := run(2000 + 4*vi + 2*ti)
+				plain := run(2000 + 8*vi + 2*ti)
 				SetFuse(g, true)
 				f0 := MVRopes(g)
-				fused := run(2001 + 4*vi + 2*ti)
+				fused := run(2001 + 8*vi + 2*ti)
 				if f1 := MVRopes(g); f1-f0 != 2 {
 					t.Fatalf("%d mat-vec launches with their rope over two decode steps, want 2", f1-f0)
 				}

@@ -23,9 +23,12 @@
 // rope packs the head size, the rope's dims (<< 12) and its mode (<< 24).
 // rsc is the block's table of each pair's sine and cosine at the step's
 // position (rope_sc, mv), so that a warp's lane 0 does not step θ alone.
-template <int T>
+// v's rows W2 may be of another type T2 (rows rb2 bytes) whose activations
+// are quantized as T's (mixedRope in fuse_cuda.go: a Q4_K_M file's Q6_K
+// attn_v under Q4_K q and k).
+template <int T, int T2>
 __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const float *xs, int nb, int cols, const uint8_t *W0, const uint8_t *W1,
-                                          const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, float *qo,
+                                          const uint8_t *W2, long long rb, long long rb2, float *Y0, float *Y1, float *Y2, int r0, int r1, float *qo,
                                           float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs,
                                           const float2 *rsc) {
 	int headDim = rope & 0xfff, dims = (rope >> 12) & 0xfff, half = headDim / 2;
@@ -42,13 +45,23 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 	// One row after the other, as the plain mat-vec takes them: both rows'
 	// loads at once (row_dotq<T, 2>) made Llama-7B's decode 4% slower.
 	float y[2];
+	if (T2 != T && kind == 2) {
+		static_assert(T2 == T || (D8<T2>::block == D8<T>::block && D8<T2>::q81 == D8<T>::q81 && D8<T>::block), "v's activations quantized as q's");
+		int nb2 = cols / (D8<T2>::block ? D8<T2>::block : 1);
 #pragma unroll 1
-	for (int r = 0; r < 2; r++) {
-		const uint8_t *row = W + (r ? b : a) * rb;
-		if (D8<T>::block)
-			row_dotq<T, 1>(&row, xq, nb, lane, y + r);
-		else
-			y[r] = row_dot<T>(row, xs, cols, lane);
+		for (int r = 0; r < 2; r++) {
+			const uint8_t *row = W + (r ? b : a) * rb2;
+			row_dotq<T2, 1>(&row, xq, nb2, lane, y + r);
+		}
+	} else {
+#pragma unroll 1
+		for (int r = 0; r < 2; r++) {
+			const uint8_t *row = W + (r ? b : a) * rb;
+			if (D8<T>::block)
+				row_dotq<T, 1>(&row, xq, nb, lane, y + r);
+			else
+				y[r] = row_dot<T>(row, xs, cols, lane);
+		}
 	}
 	if (lane != 0) return;
 	Y[a] = y[0], Y[b] = y[1];
@@ -93,11 +106,11 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // -> 286 tok/s against a block for every eight rows. Asking L2 for the rows
 // ahead (prefetch.global.L2), two rows a warp at once, and letting the next
 // kernel start early (programmatic dependent launch) were each slower.
-template <int T, int NT>
+template <int T, int NT, int T2 = T>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
                                    const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,
-                                   const int *posp, const float *freqs) {
+                                   const int *posp, const float *freqs, long long rb2) {
 	extern __shared__ float4 smem[];
 	__shared__ float part[32];
 	__shared__ float2 rsc[MV_RSC];
@@ -177,7 +190,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	int nb = cols / (D8<T>::block ? D8<T>::block : 1);
 	for (int g = blockIdx.x * (NT / 32) + warp; g < total; g += nwarps) {
 		if (mode == MV_ROPE) {
-			rope_rows<T>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc, rope, rscale, posp, freqs, rsc);
+			rope_rows<T, T2>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, rb2, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc, rope, rscale, posp, freqs, rsc);
 			continue;
 		}
 		// Row g of the launch: its weight row(s), product and index.
@@ -219,9 +232,9 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	extern "C" __global__ void __launch_bounds__(MV_THREADS)                                                                             \
 	    mv_##name(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, \
 	              long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,     \
-	              float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs) {                         \
+	              float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs, long long rb2) {         \
 		mv<id, MV_THREADS>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S, qo, ko, kc, vc, rope, rscale, posp, \
-		                   freqs);                                                                                                     \
+		                   freqs, rb2);                                                                                                \
 	}
 FOR_TYPES(MV)
 
@@ -234,15 +247,42 @@ FOR_TYPES(MV)
 	extern "C" __global__ void __launch_bounds__(MVW_THREADS)                                                                            \
 	    mvw_##name(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, \
 	               long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,    \
-	               float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs) {                        \
+	               float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs, long long rb2) {        \
 		mv<id, MVW_THREADS>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S, qo, ko, kc, vc, rope, rscale,  \
-		                    posp, freqs);                                                                                              \
+		                    posp, freqs, rb2);                                                                                         \
 	}
 MVW(T_Q4_0, q4_0)
 MVW(T_Q8_0, q8_0)
 MVW(T_Q4_K, q4_k)
 MVW(T_Q5_K, q5_k)
 MVW(T_Q6_K, q6_k)
+
+// mvr_<type>_<type2> and mvrw_<type>_<type2>: MV_ROPE's launch (on eight and
+// on sixteen warps a block) where v's weight is of type2 and q's and k's of
+// type, whose activation rows are quantized alike (mixedRope in
+// fuse_cuda.go), so that a Q4_K_M file's layers with a Q6_K attn_v (half
+// of them, llama-quantize's "more bits" layers) are one launch and not three
+// (q and k; v; rope_kv). Each product is the one-type kernels' bit for bit.
+#define MVR(id, name, id2, name2)                                                                                                        \
+	extern "C" __global__ void __launch_bounds__(MV_THREADS)                                                                             \
+	    mvr_##name##_##name2(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,        \
+	                         const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,            \
+	                         const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,              \
+	                         const int *posp, const float *freqs, long long rb2) {                                                      \
+		mv<id, MV_THREADS, id2>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, MV_ROPE, res, S, qo, ko, kc, vc, rope,   \
+		                        rscale, posp, freqs, rb2);                                                                             \
+	}                                                                                                                                    \
+	extern "C" __global__ void __launch_bounds__(MVW_THREADS)                                                                            \
+	    mvrw_##name##_##name2(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,       \
+	                          const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,           \
+	                          const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,             \
+	                          const int *posp, const float *freqs, long long rb2) {                                                     \
+		mv<id, MVW_THREADS, id2>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, MV_ROPE, res, S, qo, ko, kc, vc, rope,  \
+		                         rscale, posp, freqs, rb2);                                                                            \
+	}
+MVR(T_Q4_K, q4_k, T_Q6_K, q6_k)
+MVR(T_Q5_K, q5_k, T_Q6_K, q6_k)
+MVR(T_Q5_0, q5_0, T_Q8_0, q8_0)
 
 // rope_kv: the decode step's RoPE of the queries q (qw features) and keys k
 // (kw) into qo and ko, and the append of the rotated keys and the values v
