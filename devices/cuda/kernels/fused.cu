@@ -263,23 +263,17 @@ MVW(T_Q6_K, q6_k)
 // fuse_cuda.go), so that a Q4_K_M file's layers with a Q6_K attn_v (half
 // of them, llama-quantize's "more bits" layers) are one launch and not three
 // (q and k; v; rope_kv). Each product is the one-type kernels' bit for bit.
-#define MVR(id, name, id2, name2)                                                                                                        \
-	extern "C" __global__ void __launch_bounds__(MV_THREADS)                                                                             \
-	    mvr_##name##_##name2(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,        \
-	                         const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,            \
-	                         const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,              \
-	                         const int *posp, const float *freqs, long long rb2) {                                                      \
-		mv<id, MV_THREADS, id2>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, MV_ROPE, res, S, qo, ko, kc, vc, rope,   \
-		                        rscale, posp, freqs, rb2);                                                                             \
-	}                                                                                                                                    \
-	extern "C" __global__ void __launch_bounds__(MVW_THREADS)                                                                            \
-	    mvrw_##name##_##name2(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,       \
-	                          const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,           \
-	                          const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,             \
-	                          const int *posp, const float *freqs, long long rb2) {                                                     \
-		mv<id, MVW_THREADS, id2>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, MV_ROPE, res, S, qo, ko, kc, vc, rope,  \
-		                         rscale, posp, freqs, rb2);                                                                            \
+#define MVR_K(kname, nt, id, id2)                                                                                                        \
+	extern "C" __global__ void __launch_bounds__(nt)                                                                                     \
+	    kname(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2,    \
+	          long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,      \
+	          float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs, long long rb2) {          \
+		mv<id, nt, id2>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, MV_ROPE, res, S, qo, ko, kc, vc, rope, rscale,    \
+		                posp, freqs, rb2);                                                                                             \
 	}
+#define MVR(id, name, id2, name2)                                     \
+	MVR_K(mvr_##name##_##name2, MV_THREADS, id, id2)                  \
+	MVR_K(mvrw_##name##_##name2, MVW_THREADS, id, id2)
 MVR(T_Q4_K, q4_k, T_Q6_K, q6_k)
 MVR(T_Q5_K, q5_k, T_Q6_K, q6_k)
 MVR(T_Q5_0, q5_0, T_Q8_0, q8_0)
