@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"hybrid/devices"
@@ -28,7 +29,7 @@ import (
 // cover every weight type the kernels are instantiated for, mixed within a
 // file where the recipe mixes them (Q4_K_M: Q4_K and Q6_K).
 func TestFusedDecodeIsExact(t *testing.T) {
-	for _, typ := range []string{"Q4_0", "Q4_K_M", "Q8_0", "Q5_K_M", "Q6_K", "F16", "Q4_1", "Q5_0", "Q5_1", "BF16", "F32"} {
+	for _, typ := range []string{"Q4_0", "Q4_K_M", "Q4_K_M/256", "Q5_K_M/256", "Q8_0", "Q5_K_M", "Q6_K", "F16", "Q4_1", "Q5_0", "Q5_1", "BF16", "F32"} {
 		t.Run(typ, func(t *testing.T) {
 			m := storiesModel(t, typ, 1)
 			// plain launches each op alone on eight warps a block, wide
@@ -191,7 +192,7 @@ func TestFusedPrefill(t *testing.T) {
 // Q8_0). 3 rows run Q4_0 on mvb (dp4a), 20 rows two tiles of mvt.
 func TestFusedBatchIsExact(t *testing.T) {
 	defer cuda.SetMVTWarps(0)
-	for _, typ := range []string{"Q4_0", "Q4_K_M", "Q8_0", "Q6_K", "Q5_K_M"} {
+	for _, typ := range []string{"Q4_0", "Q4_K_M", "Q4_K_M/256", "Q8_0", "Q6_K", "Q6_K/256", "Q5_K_M"} {
 		m := storiesModel(t, typ, 3)
 		for _, warps := range []int{0, 4, 8, 16} {
 			for _, n := range []int{3, 4, 20} {
@@ -276,6 +277,12 @@ func storiesModel(t *testing.T, typ string, seed uint64) *llama.Model {
 	p, err := synth.LookupPreset("stories15m")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if name, ok := strings.CutSuffix(typ, "/256"); ok {
+		// Rows of whole 256-blocks, so that the K-quant types stay
+		// K-quants (stories15m's 288 columns fall back to Q5_0, Q5_1 and
+		// Q8_0): a Q4_K_M file's Q4_K and its Q6_K attn_v and ffn_down.
+		typ, p.Dim, p.Heads, p.KVHeads, p.FFN = name, 256, 4, 4, 768
 	}
 	ft, err := synth.LookupFileType(typ)
 	if err != nil {
