@@ -15,6 +15,22 @@
 #define MV_ROPE 3      // q W0, k W1, v W2 rows two by two; then the step's RoPE of q and k and the cache append (rope_kv)
 #define MV_RSC 128     // pairs of a head whose sine and cosine MV_ROPE tabulates (heads up to 256)
 
+// pair_dots is rows a and b of W (type U, rb bytes a row) times the staged
+// input, one row after the other, as the plain mat-vec takes them: both
+// rows' loads at once (row_dotq<U, 2>) made Llama-7B's decode 4% slower.
+template <int U>
+__device__ __forceinline__ void pair_dots(const uint8_t *W, int a, int b, long long rb, const XQ &xq, const float *xs, int nb, int cols, int lane,
+                                          float *y) {
+#pragma unroll 1
+	for (int r = 0; r < 2; r++) {
+		const uint8_t *row = W + (r ? b : a) * rb;
+		if (D8<U>::block)
+			row_dotq<U, 1>(&row, xq, nb, lane, y + r);
+		else
+			y[r] = row_dot<U>(row, xs, cols, lane);
+	}
+}
+
 // rope_rows is MV_ROPE's unit g of mv: two rows of q (W0), k (W1) or v (W2)
 // by one warp, one after the other, the two that RoPE turns together for q and k (rope_feats),
 // the next two for v; then lane 0 writes the products Y, the turned pair
@@ -42,27 +58,12 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 		rope_feats(j, dims, neox, f0, f1);
 		a = (p / half) * headDim + f0, b = (p / half) * headDim + f1;
 	}
-	// One row after the other, as the plain mat-vec takes them: both rows'
-	// loads at once (row_dotq<T, 2>) made Llama-7B's decode 4% slower.
+	static_assert(T2 == T || (D8<T2>::block == D8<T>::block && D8<T2>::q81 == D8<T>::q81 && D8<T>::block), "v's activations quantized as q's");
 	float y[2];
-	if (T2 != T && kind == 2) {
-		static_assert(T2 == T || (D8<T2>::block == D8<T>::block && D8<T2>::q81 == D8<T>::q81 && D8<T>::block), "v's activations quantized as q's");
-		int nb2 = cols / (D8<T2>::block ? D8<T2>::block : 1);
-#pragma unroll 1
-		for (int r = 0; r < 2; r++) {
-			const uint8_t *row = W + (r ? b : a) * rb2;
-			row_dotq<T2, 1>(&row, xq, nb2, lane, y + r);
-		}
-	} else {
-#pragma unroll 1
-		for (int r = 0; r < 2; r++) {
-			const uint8_t *row = W + (r ? b : a) * rb;
-			if (D8<T>::block)
-				row_dotq<T, 1>(&row, xq, nb, lane, y + r);
-			else
-				y[r] = row_dot<T>(row, xs, cols, lane);
-		}
-	}
+	if (T2 != T && kind == 2)
+		pair_dots<T2>(W, a, b, rb2, xq, xs, cols / (D8<T2>::block ? D8<T2>::block : 1), cols, lane, y);
+	else
+		pair_dots<T>(W, a, b, rb, xq, xs, nb, cols, lane, y);
 	if (lane != 0) return;
 	Y[a] = y[0], Y[b] = y[1];
 	int pos = *posp;
