@@ -26,14 +26,7 @@ type chainer struct {
 func (c *chainer) Chains() bool { return true }
 
 func (c *chainer) ReadArgmax(src devices.Buffer, n int, ids []int32) error {
-	row := make([]float32, n*len(ids))
-	if err := c.Read(row, src); err != nil {
-		return err
-	}
-	for r := range ids {
-		ids[r] = Greedy(row[r*n : (r+1)*n])
-	}
-	return nil
+	return (&argmaxer{Device: c.Device}).ReadArgmax(src, n, ids)
 }
 
 func (c *chainer) PickNext(src devices.Buffer, n int) error {
