@@ -170,6 +170,29 @@ type Argmaxer interface {
 	ReadArgmax(src Buffer, n int, ids []int32) error
 }
 
+// Chainer is an Argmaxer that can keep a sequence's greedy pick where its
+// next step reads its token, so that the host queues that step (an
+// ops.Step with Chained set) before it has read the pick back, and the
+// device never waits for the host between decode steps.
+//
+// PickNext queues the pick of src's first row of n elements (as
+// ReadArgmax picks it) after the ops run before it, without waiting for
+// them: the device's next Chained step of one token reads it as its token,
+// at the position after the step's that made src. NextPick waits for the
+// oldest pick PickNext queued and has not returned, and returns it; at most
+// MaxChained are queued at once. Chains reports whether the device can
+// chain now (a device may not while it moves weights or caches in for a
+// step).
+type Chainer interface {
+	Argmaxer
+	Chains() bool
+	PickNext(src Buffer, n int) error
+	NextPick() (int32, error)
+}
+
+// MaxChained is the most picks a Chainer holds queued at once.
+const MaxChained = 2
+
 // MaxPicks is the most elements of a row that ReadTopK picks.
 const MaxPicks = 256
 

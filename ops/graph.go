@@ -132,11 +132,17 @@ func (g *Graph) Producers() []int {
 // Rows[i].Pos of the sequence whose cells start at Rows[i].Base, and Pos and
 // Base are unused. A device that cannot run such steps says so in
 // devices.Info.Sequences.
+//
+// Chained marks a sequence's one-token step whose token is the greedy pick
+// of its step before, which the device kept where its next step reads its
+// token and position (devices.Chainer): the host has not read it yet, and
+// Tokens holds a stand-in in the vocabulary that the device does not read.
 type Step struct {
-	Tokens []int32
-	Pos    int
-	Base   int
-	Rows   []Row
+	Tokens  []int32
+	Pos     int
+	Base    int
+	Rows    []Row
+	Chained bool
 }
 
 // Row is one token of a batched step: its position in its sequence, and the

@@ -182,15 +182,17 @@ func (e *Executor) randomTokens(r *rand.Rand, n int) []int32 {
 // next the greedy choice of the step before, and returns how long it took.
 func (e *Executor) greedyDecode(tok int32, from, n int) (time.Duration, error) {
 	t := time.Now()
-	in := []int32{tok}
+	chain, err := e.newGreedyChain()
+	if err != nil {
+		return 0, err
+	}
 	for pos := from; pos < from+n; pos++ {
-		id, err := e.ForwardGreedy(in, pos)
-		if err != nil {
+		if tok, err = chain.step(tok, pos, pos+1 < from+n); err != nil {
+			chain.close()
 			return 0, err
 		}
-		in[0] = id
 	}
-	return time.Since(t), nil
+	return time.Since(t), chain.close()
 }
 
 // checkBench checks a bench's sizes before a session is sized from them.

@@ -84,6 +84,15 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 	// largest logit: ForwardGreedy lets the device pick it.
 	greedy := s.Greedy()
 	next := int32(-1)
+	var chain *greedyChain
+	if greedy {
+		// The step after a pick queued before the pick is read back, where
+		// the device keeps its picks (greedyChain).
+		if chain, err = e.newGreedyChain(); err != nil {
+			return nil, err
+		}
+		defer chain.close()
+	}
 	// A sampled pick needs only the best few logits where the device can
 	// pick them (ForwardTop): then picks holds them and logits is nil.
 	var picks, buf []devices.Pick
@@ -115,7 +124,7 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 		}
 		t := time.Now()
 		if greedy {
-			next, err = e.ForwardGreedy([]int32{id}, pos)
+			next, err = chain.step(id, pos, len(r.Tokens)+1 < o.MaxTokens)
 		} else {
 			picks, logits, err = e.ForwardTop([]int32{id}, pos, s.Needs(history), buf)
 			if picks != nil {

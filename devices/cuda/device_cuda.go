@@ -190,6 +190,7 @@ type Device struct {
 	mvWarpsSet int            // warps a decode mat-vec block takes where set (SetMVWarps), else mvWarps's default
 	gqaHeads   int            // the most query heads a block of attention_g takes where set (tests), else gqaHeads's
 	stage      unsafe.Pointer // pinned host staging for Write and Read
+	chain      chain          // the picks PickNext queued (devices.Chainer)
 	nstage     int
 }
 
@@ -743,6 +744,95 @@ func (d *Device) ReadArgmax(src devices.Buffer, n int, ids []int32) error {
 	})
 }
 
+// chain holds the greedy picks PickNext queued: each is copied from the
+// device into its slot of pinned host memory, with an event after the copy,
+// so that NextPick waits for that pick's step only and not for the step
+// queued after it.
+type chain struct {
+	host        unsafe.Pointer // devices.MaxChained int32 slots
+	ev          [devices.MaxChained]event
+	head, count int // the oldest pick's slot, and how many are queued
+}
+
+// free releases the chain's memory and events (device thread only).
+func (c *chain) free() {
+	if c.host != nil {
+		hostFree(c.host)
+	}
+	for i := range c.ev {
+		c.ev[i].destroy()
+	}
+	*c = chain{}
+}
+
+// Chains implements devices.Chainer.
+func (d *Device) Chains() bool { return d.k != nil && d.k.argmaxNext.fn != nil }
+
+// PickNext implements devices.Chainer: argmax_next picks from src's first
+// row and writes the pick and the position after the step's where the
+// next step reads them; the pick's copy to pinned memory and an event are
+// queued after it, nothing waited for.
+func (d *Device) PickNext(src devices.Buffer, n int) error {
+	b, err := d.buf(src)
+	if err != nil {
+		return err
+	}
+	if n <= 0 || n > b.n {
+		return fmt.Errorf("cuda: pick of a row of %d elements in a buffer of %d", n, b.n)
+	}
+	return d.do(func() error {
+		c := &d.chain
+		if c.count == devices.MaxChained {
+			return fmt.Errorf("cuda: a pick queued past the %d a device holds", devices.MaxChained)
+		}
+		if c.host == nil {
+			p, err := hostAlloc(4 * devices.MaxChained)
+			if err != nil {
+				return err
+			}
+			c.host = p
+			for i := range c.ev {
+				if c.ev[i], err = newEvent(); err != nil {
+					c.free()
+					return err
+				}
+			}
+		}
+		slot := (c.head + c.count) % devices.MaxChained
+		out := d.argmaxOut() + dptr(4*slot) // two of the ntok (≥ 512) result words
+		if err := launch(d.k.argmaxNext, 1, 1, 1024, d.args().ptr(uintptr(b.ptr)).i32(n).ptr(uintptr(out)).ptr(uintptr(d.tokens))); err != nil {
+			return fmt.Errorf("cuda: argmax: %w", err)
+		}
+		if err := d.stream.copyDtoH(unsafe.Add(c.host, 4*slot), out, 4); err != nil {
+			return fmt.Errorf("cuda: argmax: %w", err)
+		}
+		if err := c.ev[slot].record(d.stream); err != nil {
+			return err
+		}
+		c.count++
+		return nil
+	})
+}
+
+// NextPick implements devices.Chainer.
+func (d *Device) NextPick() (int32, error) {
+	var id int32
+	err := d.do(func() error {
+		c := &d.chain
+		if c.count == 0 {
+			return errors.New("cuda: no pick queued")
+		}
+		slot := c.head
+		c.head, c.count = (c.head+1)%devices.MaxChained, c.count-1
+		if err := c.ev[slot].sync(); err != nil {
+			return fmt.Errorf("cuda: pick: %w", err)
+		}
+		id = *(*int32)(unsafe.Add(c.host, 4*slot))
+		return nil
+	})
+	return id, err
+}
+
 // ReadTopK implements devices.TopKer: the topk kernel over the rows of src
 // (a block a row), then a read of their m indices and m values each.
 func (d *Device) ReadTopK(src devices.Buffer, n, m int, picks []devices.Pick) error {
@@ -905,6 +995,7 @@ func (d *Device) Close() error {
 			}
 		}
 		hostFree(d.stage)
+		d.chain.free()
 		d.allocs, d.kv, d.stage, d.nstage, d.used, d.held = nil, nil, nil, 0, 0, [nMemKinds]int64{}
 		d.slots2, d.kvs = streamSlots{}, kvStream{}
 		d.wmu.Lock()

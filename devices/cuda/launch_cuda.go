@@ -43,6 +43,7 @@ static void hy_graph_free(CUgraph g, CUgraphExec e) {
 // Copies on a stream of their own (streamed weights) and the events that
 // order them with the device's stream.
 static CUresult hy_htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st) { return cuMemcpyHtoDAsync(d, s, n, st); }
+static CUresult hy_dtoh_async(void *d, CUdeviceptr s, size_t n, CUstream st) { return cuMemcpyDtoHAsync(d, s, n, st); }
 static CUresult hy_event_new(CUevent *e) { return cuEventCreate(e, CU_EVENT_DISABLE_TIMING); }
 static CUresult hy_record_on(CUevent e, CUstream s) { return cuEventRecord(e, s); }
 static CUresult hy_wait_event(CUstream s, CUevent e) { return cuStreamWaitEvent(s, e, 0); }
@@ -132,6 +133,15 @@ func (s stream) copyDtoD(dst, src uintptr, n int) error {
 func (s stream) copyHtoD(dst dptr, src unsafe.Pointer, n int) error {
 	if r := C.hy_htod_async(C.CUdeviceptr(dst), src, C.size_t(n), s.s); r != 0 {
 		return fmt.Errorf("cuMemcpyHtoDAsync(%d bytes): %s", n, C.GoString(C.hy_err(r)))
+	}
+	return nil
+}
+
+// copyDtoH queues a copy of n bytes from src to pinned host memory at dst
+// on s.
+func (s stream) copyDtoH(dst unsafe.Pointer, src dptr, n int) error {
+	if r := C.hy_dtoh_async(dst, C.CUdeviceptr(src), C.size_t(n), s.s); r != 0 {
+		return fmt.Errorf("cuMemcpyDtoHAsync(%d bytes): %s", n, C.GoString(C.hy_err(r)))
 	}
 	return nil
 }

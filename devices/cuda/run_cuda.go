@@ -82,6 +82,9 @@ func (d *Device) check(c devices.Call) (pending, error) {
 // cloned where the op keeps them (the caller may reuse them before it runs).
 func (d *Device) stepOf(p pending, st ops.Step) (pending, error) {
 	op := p.op
+	if err := checkChained(st); err != nil {
+		return p, fmt.Errorf("cuda: op %s: %w", op, err)
+	}
 	switch op.Kind {
 	case ops.Embed:
 		for _, t := range st.Tokens {
@@ -158,6 +161,9 @@ func (d *Device) RunAll(st ops.Step, calls []devices.Call) error {
 	if st.Rows != nil && len(st.Rows) != len(st.Tokens) {
 		return fmt.Errorf("cuda: op %s: a batched step of %d tokens has %d rows", calls[0].Op, len(st.Tokens), len(st.Rows))
 	}
+	if err := checkChained(st); err != nil {
+		return fmt.Errorf("cuda: op %s: %w", calls[0].Op, err)
+	}
 	st.Tokens, st.Rows = slices.Clone(st.Tokens), slices.Clone(st.Rows)
 	for _, p := range r.ops {
 		switch p.op.Kind {
@@ -184,6 +190,15 @@ func (d *Device) RunAll(st ops.Step, calls []devices.Call) error {
 	for _, p := range r.ops {
 		p.st = st
 		d.queue = append(d.queue, p)
+	}
+	return nil
+}
+
+// checkChained checks that a chained step (its token the device's own pick,
+// devices.Chainer) is one sequence's step of one token.
+func checkChained(st ops.Step) error {
+	if st.Chained && (len(st.Tokens) != 1 || st.Rows != nil) {
+		return fmt.Errorf("a chained step of %d tokens (rows: %v): want one token of one sequence", len(st.Tokens), st.Rows != nil)
 	}
 	return nil
 }
@@ -300,8 +315,12 @@ func (d *Device) runBatch(b []pending) error {
 			rows = p.st.Rows
 		}
 	}
-	if err := d.uploadStep(b[0].st.Pos, toks); err != nil {
-		return fmt.Errorf("cuda: step upload: %w", err)
+	// A chained step's token and position are already where it reads
+	// them (PickNext's argmax_next wrote them after the step before).
+	if !b[0].st.Chained {
+		if err := d.uploadStep(b[0].st.Pos, toks); err != nil {
+			return fmt.Errorf("cuda: step upload: %w", err)
+		}
 	}
 	if rows != nil {
 		if err := d.uploadRows(rows); err != nil {

@@ -102,9 +102,8 @@ extern "C" __global__ void kv_append(const float *k, const float *v, __half *kc,
 // i+ARGMAX_THREADS, … keeping its first largest, then the threads' picks are
 // merged, the larger value winning and the lower index on ties.
 #define ARGMAX_THREADS 1024
-extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax(const float *x, int n, int *out) {
-	x += (long long)blockIdx.x * n;
-	out += blockIdx.x;
+// argmax_row returns row x's pick (n elements) to thread 0 of the block.
+__device__ __forceinline__ int argmax_row(const float *x, int n) {
 	__shared__ float sv[ARGMAX_THREADS / 32];
 	__shared__ int si[ARGMAX_THREADS / 32];
 	float bv = 0;
@@ -133,8 +132,23 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax(const float 
 			int oi = __shfl_xor_sync(0xffffffff, bi, o);
 			merge(bv, bi, ov, oi);
 		}
-		if (lane == 0) *out = (n > 0 && x[0] != x[0]) || bi < 0 ? 0 : bi;
 	}
+	return (n > 0 && x[0] != x[0]) || bi < 0 ? 0 : bi;
+}
+
+extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax(const float *x, int n, int *out) {
+	int id = argmax_row(x + (long long)blockIdx.x * n, n);
+	if (threadIdx.x == 0) out[blockIdx.x] = id;
+}
+
+// argmax_next: argmax's pick of row x into *out, also kept as the token of
+// a sequence's next decode step (tokens[1], which embed reads) at the
+// position after this step's (tokens[0], which the step's RoPE and
+// attention read): a chained step (devices.Chainer) then runs without the
+// host uploading either.
+extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_next(const float *x, int n, int *out, int *tokens) {
+	int id = argmax_row(x, n);
+	if (threadIdx.x == 0) *out = id, tokens[1] = id, tokens[0] += 1;
 }
 
 // topk: the m largest elements of each row of x (n elements a row), largest

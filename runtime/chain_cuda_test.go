@@ -1,0 +1,95 @@
+//go:build cuda
+
+package runtime
+
+import (
+	"os"
+	"slices"
+	"testing"
+
+	"hybrid/devices"
+)
+
+// TestCUDAGreedyChain checks the chained greedy decode on the GPU (each
+// step queued before the pick it takes as its token is read back, the pick
+// and the next position written by argmax_next) against steps that each
+// wait for the pick before (ForwardGreedy): the same tokens, then a step the
+// caller takes another token for. The model is stories260K, or
+// HYBRID_BENCH_MODEL.
+func TestCUDAGreedyChain(t *testing.T) {
+	devs := openGPUs(t)
+	m, err := LoadModel(os.Getenv("HYBRID_BENCH_MODEL"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const ctx, steps = 256, 100
+	prompt := m.Tokenizer.Encode("Once upon a time", true)
+	run := func(chained bool) []int32 {
+		e, err := NewPlanExecutor(m, devs[:1], ctx, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits, err := e.Prefill(prompt, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := e.newGreedyChain()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := devs[0].(devices.Chainer); !ok || g.ch == nil {
+			t.Fatalf("the GPU step is not chained (%T)", devs[0])
+		}
+		toks := []int32{Greedy(logits)}
+		for s := range steps {
+			pos := len(prompt) + s
+			var id int32
+			if chained {
+				id, err = g.step(toks[s], pos, s+1 < steps)
+			} else {
+				id, err = e.ForwardGreedy(toks[s:s+1], pos)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks = append(toks, id)
+		}
+		if err := g.close(); err != nil {
+			t.Fatal(err)
+		}
+		if chained {
+			// A caller that takes another token: its own step.
+			pos := len(prompt) + steps
+			other := (toks[steps] + 1) % int32(m.Config.Vocab)
+			a, err := g.step(toks[steps], pos, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := g.step(other, pos+1, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.close(); err != nil {
+				t.Fatal(err)
+			}
+			wa, err := e.ForwardGreedy([]int32{toks[steps]}, pos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wb, err := e.ForwardGreedy([]int32{other}, pos+1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a != wa || b != wb {
+				t.Fatalf("chained picks %d, %d after another token; waiting steps pick %d, %d", a, b, wa, wb)
+			}
+		}
+		return toks
+	}
+	want, got := run(false), run(true)
+	if !slices.Equal(got, want) {
+		t.Fatalf("chained greedy tokens %v, waiting steps' %v", got, want)
+	}
+	t.Logf("%d greedy tokens chained as waited for", len(got))
+}

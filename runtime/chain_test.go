@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"hybrid/devices"
+	"hybrid/devices/cpu"
+	"hybrid/ops"
+)
+
+// chainer is the CPU device taking runs of ops in one call and keeping its
+// greedy picks as a GPU keeps them in its memory (devices.Chainer):
+// PickNext picks from the logits and keeps the pick, which its next
+// chained step's Embed reads in place of the step's stand-in token;
+// NextPick returns the picks oldest first.
+type chainer struct {
+	batcher
+	queue          []int32
+	kept           int32
+	chained, picks int
+}
+
+func (c *chainer) Chains() bool { return true }
+
+func (c *chainer) ReadArgmax(src devices.Buffer, n int, ids []int32) error {
+	return (&argmaxer{Device: c.Device}).ReadArgmax(src, n, ids)
+}
+
+func (c *chainer) PickNext(src devices.Buffer, n int) error {
+	if len(c.queue) >= devices.MaxChained {
+		return fmt.Errorf("a pick queued past the %d the device holds", devices.MaxChained)
+	}
+	var id [1]int32
+	if err := c.ReadArgmax(src, n, id[:]); err != nil {
+		return err
+	}
+	c.queue = append(c.queue, id[0])
+	c.kept = id[0]
+	c.picks++
+	return nil
+}
+
+func (c *chainer) NextPick() (int32, error) {
+	if len(c.queue) == 0 {
+		return 0, errors.New("no pick queued")
+	}
+	id := c.queue[0]
+	c.queue = c.queue[1:]
+	return id, nil
+}
+
+func (c *chainer) RunAll(st ops.Step, calls []devices.Call) error {
+	if st.Chained {
+		if len(st.Tokens) != 1 || st.Rows != nil {
+			return fmt.Errorf("a chained step of %d tokens", len(st.Tokens))
+		}
+		st.Tokens = []int32{c.kept}
+		c.chained++
+	}
+	return c.batcher.RunAll(st, calls)
+}
+
+func (c *chainer) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.Buffer) error {
+	if st.Chained {
+		return fmt.Errorf("op %s of a chained step run alone", op)
+	}
+	return c.batcher.Run(op, st, in, out)
+}
+
+// TestGreedyChain checks the greedy decode that queues each step before the
+// pick it takes as its token is read back (greedyChain), on a device that
+// keeps its picks: Generate, stopped by its token limit and by the
+// context, and bench's decode give the tokens of a device that does not
+// chain, every queued pick is read, and a caller that takes another token
+// than the pick gets that token's step.
+func TestGreedyChain(t *testing.T) {
+	m := builtinModel(t)
+	const ctx = 64
+	newChainer := func() (*chainer, *Executor) {
+		c := &chainer{batcher: batcher{Device: cpu.New("cpu", 1), seen: map[*devices.Call]int{}}}
+		e, err := NewExecutor(m, c, ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, e
+	}
+	plain, err := NewExecutor(m, cpu.New("cpu", 1), ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	greedy := SamplerConfig{TopP: 1, RepeatPenalty: 1}
+	for _, max := range []int{1, 2, 12, 200} { // 200: stopped by the context
+		c, e := newChainer()
+		o := GenerateOptions{Prompt: "Once upon a time", MaxTokens: max, Sampler: greedy}
+		want, err := plain.Generate(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.Generate(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Tokens, want.Tokens) || got.StopReason != want.StopReason || got.Timings.DecodedTokens != want.Timings.DecodedTokens {
+			t.Fatalf("max %d: chained %v (%s, %d decoded), plain %v (%s, %d)", max, got.Tokens, got.StopReason, got.Timings.DecodedTokens,
+				want.Tokens, want.StopReason, want.Timings.DecodedTokens)
+		}
+		if len(c.queue) != 0 {
+			t.Fatalf("max %d: %d picks left unread", max, len(c.queue))
+		}
+		// Every step after the first decode step is chained, but for a
+		// last one the caller did not take (none: no EOS here).
+		if d := want.Timings.DecodedTokens; d > 0 && c.chained != d-1 {
+			t.Fatalf("max %d: %d chained steps for %d decoded tokens", max, c.chained, d)
+		}
+		if max == 200 && want.StopReason != "context" {
+			t.Fatalf("max 200: stopped by %q, want the context", want.StopReason)
+		}
+	}
+
+	// bench's decode: n steps, n-1 chained, nothing left queued.
+	c, e := newChainer()
+	if _, err := e.Prefill([]int32{1, 400}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.greedyDecode(22, 2, 10); err != nil {
+		t.Fatal(err)
+	}
+	if c.chained != 9 || len(c.queue) != 0 || c.picks != 10 {
+		t.Fatalf("bench's 10 steps: %d chained, %d picks, %d left", c.chained, c.picks, len(c.queue))
+	}
+
+	// A caller that takes another token than the pick at the next
+	// position: the queued step is dropped and that token's step runs.
+	c, e = newChainer()
+	prompt := []int32{1, 400, 22, 17}
+	for _, x := range []*Executor{plain, e} {
+		if _, err := x.Prefill(prompt, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := e.newGreedyChain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.ch == nil {
+		t.Fatal("a device that keeps its picks, with every op in one run: not chained")
+	}
+	pos := len(prompt)
+	first, err := g.step(300, pos, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := (first + 1) % int32(m.Config.Vocab)
+	second, err := g.step(other, pos+1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.close(); err != nil {
+		t.Fatal(err)
+	}
+	w1, err := plain.ForwardGreedy([]int32{300}, pos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := plain.ForwardGreedy([]int32{other}, pos+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != w1 || second != w2 || len(c.queue) != 0 {
+		t.Fatalf("picks %d, %d (%d left queued), want %d, %d", first, second, len(c.queue), w1, w2)
+	}
+
+	// A device that does not chain: ForwardGreedy's steps.
+	x, err := NewExecutor(m, cpu.New("cpu", 1), ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := x.newGreedyChain(); err != nil || g.ch != nil {
+		t.Fatalf("the CPU device chained (%v)", err)
+	}
+}
