@@ -174,6 +174,11 @@ type Device struct {
 	nmmtP      int64            // bytes mmtP has room for
 	mmtX       dptr             // a prefill mat-mul's activations rounded to f16 (launchMMT)
 	nmmtX      int64            // bytes mmtX has room for
+	blas       *blas            // cuBLAS for a prompt's mat-muls, where it loaded (blas_cuda.go)
+	blasWhy    string           // why not, where it did not
+	useBlas    bool             // a prompt's mat-muls of blasMin tokens or more run on blas (tests switch it)
+	w16        dptr             // a weight's rows decoded to f16 for blas (blasMMT)
+	nw16       int64            // bytes w16 has room for
 	picks      dptr             // ReadTopK's results
 	npicks     int64            // bytes picks has room for
 	attP       dptr             // split attention's parts (attendAt)
@@ -269,6 +274,8 @@ func New(ordinal int) (*Device, error) {
 		if d.k, err = loadKernels(); err != nil {
 			return err
 		}
+		d.blas, d.blasWhy = d.openBlas()
+		d.useBlas = d.blas != nil
 		// What the GPU has in use now beyond our one allocation is the
 		// context's and the kernels' (and another process's, if any).
 		free, err := memFreeBytes()
@@ -349,6 +356,11 @@ func (d *Device) Name() string { return d.name }
 // Info implements devices.Device.
 func (d *Device) Info() devices.Info {
 	detail := fmt.Sprintf("%s, %.1f GiB (%.1f free), PTX compute_80 kernels, f16 KV cache", d.gpu, float64(d.total)/(1<<30), float64(d.free)/(1<<30))
+	if d.blas != nil {
+		detail += fmt.Sprintf(", prompts of %d+ tokens (%d+ for large weights) on %s", blasMin, mmtMin, d.blas)
+	} else {
+		detail += ", prompts on its own tensor-core kernels (cuBLAS: " + d.blasWhy + ")"
+	}
 	if len(d.peers) > 0 {
 		detail += ", peer to peer with " + strings.Join(d.peers, ", ")
 	}
@@ -983,6 +995,8 @@ func (d *Device) Close() error {
 		}
 		d.freeGraphs()
 		synchronize()
+		d.blas.close()
+		d.blas = nil
 		d.freeSlots()
 		if err := d.unpin(); err != nil {
 			errs = append(errs, err)

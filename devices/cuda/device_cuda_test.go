@@ -145,18 +145,25 @@ func TestMatMul(t *testing.T) {
 				q8   bool // the prefill on 8-bit tensor cores (useMMQ)
 				dp4a bool // a batch of mvtTypes on mvb, not mvt (useMVT off)
 				nk   int  // the prefill's narrower tiles (HYBRID_CUDA_MMT_NK)
+				blas int  // the prefill on cuBLAS (blasMMT): 1 its rows decoded at once, 2 in slices of few rows
 			}
 			var runs []run
 			for _, n := range ns {
-				runs = append(runs, run{n, false, false, 0})
+				runs = append(runs, run{n, false, false, 0, 0})
 				if n >= mmtMin && mmqTypes[typ] && sh.cols%mmqStep == 0 {
-					runs = append(runs, run{n, true, false, 0})
+					runs = append(runs, run{n, true, false, 0, 0})
 				}
 				if n == 13 && mvtTypes[typ] > 0 {
-					runs = append(runs, run{n, false, true, 0})
+					runs = append(runs, run{n, false, true, 0, 0})
 				}
 				if n == 77 || n == 512 {
-					runs = append(runs, run{n, false, false, 32 + 32*(n/512)})
+					runs = append(runs, run{n, false, false, 32 + 32*(n/512), 0})
+				}
+				if n >= mmtMin && g.blas != nil && typ != quant.F32 && sh.cols%32 == 0 {
+					runs = append(runs, run{n, false, false, 0, 1})
+					if n == 77 {
+						runs = append(runs, run{n, false, false, 0, 2})
+					}
 				}
 			}
 			for _, rn := range runs {
@@ -171,9 +178,18 @@ func TestMatMul(t *testing.T) {
 				if rn.nk > 0 {
 					name += fmt.Sprintf("/nk=%d", rn.nk)
 				}
+				if rn.blas > 0 {
+					name += []string{"", "/cublas", "/cublas-slices"}[rn.blas]
+				}
 				t.Run(name, func(t *testing.T) {
-					defer func(v, w bool, nk int) { useMMQ, useMVT, mmtNK = v, w, nk }(useMMQ, useMVT, mmtNK)
-					useMMQ, useMVT, mmtNK = q8, !rn.dp4a, rn.nk
+					defer func(v, w bool, nk int, b bool, bm int, bs int64) {
+						useMMQ, useMVT, mmtNK, g.useBlas, blasMin, blasScratchMax = v, w, nk, b, bm, bs
+					}(useMMQ, useMVT, mmtNK, g.useBlas, blasMin, blasScratchMax)
+					useMMQ, useMVT, mmtNK, g.useBlas, blasMin = q8, !rn.dp4a, rn.nk, rn.blas > 0, mmtMin
+					if rn.blas == 2 {
+						// 64 rows at a time: slices, the last one partial.
+						blasScratchMax = 64 * 2 * int64(sh.cols)
+					}
 					x := verify.RandVec(r, n*sh.cols)
 					op := &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}
 					got := runOp(t, g, op, ops.Step{}, data, n*sh.rows, x)

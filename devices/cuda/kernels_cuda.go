@@ -63,6 +63,7 @@ func chunk(t quant.Type) int {
 type typed struct {
 	matvec, matmul8, embed kernel
 	mmt, mmt64, mmt32      kernel // tensor-core prefill mat-mul, 128-, 64- and 32-token tiles (kernels/matmul.cu)
+	deq16                  kernel // the weight decoded to f16 for cuBLAS (blas_cuda.go)
 	mmt4w                  kernel // Q4_0's 128-token tiles, with four warps (mmt4w_q4_0); zero for the other types
 	mmq, mmq64, mmq32      kernel // the same on 8-bit inputs (kernels/mmq.cu), for mmqTypes only; zero for the others
 	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
@@ -149,6 +150,9 @@ func loadKernels() (*kernels, error) {
 			return nil, err
 		}
 		if tk.mmt32, err = get(mm, "mmt32_"+n); err != nil {
+			return nil, err
+		}
+		if tk.deq16, err = get(mm, "deq16_"+n); err != nil {
 			return nil, err
 		}
 		if tk.embed, err = get(om, "embed_"+n); err != nil {

@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,20 +18,39 @@ import (
 )
 
 // TestPrefillMatMul times a prompt's mat-mul (launchMMT) at TinyLlama's and
-// Llama-7B's layer shapes and 512 tokens, on 8-bit tensor cores (mmq) and
-// on f16 ones (mmt), alternated over several rounds, with the GPU's time
-// taken by events. It logs µs per mat-mul and the rate in TFLOP/s
-// (2·rows·cols·tokens), and checks that the two kernels' products agree
-// within the 8-bit activations' error (TestMatMul checks each tightly).
+// Llama-7B's layer shapes and 512 tokens (HYBRID_PREFILL_N: a list, such as
+// "64,128,512"), on 8-bit tensor cores (mmq), on f16 ones (mmt) and, where
+// cuBLAS loaded, decoded to f16 for cublasGemmEx (blasMMT), alternated over
+// several rounds, with the GPU's time taken by events. It logs µs per
+// mat-mul and the rate in TFLOP/s (2·rows·cols·tokens), and checks that the
+// kernels' products agree within the 8-bit activations' error (TestMatMul
+// checks each tightly).
 func TestPrefillMatMul(t *testing.T) {
 	if testing.Short() {
 		t.Skip("timing")
 	}
 	g := gpu(t)
 	r := rand.New(rand.NewPCG(31, 32))
-	const n = 512
+	ns := []int{512}
+	if v := os.Getenv("HYBRID_PREFILL_N"); v != "" {
+		ns = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				t.Fatalf("HYBRID_PREFILL_N=%q: want token counts such as 64,512", v)
+			}
+			ns = append(ns, n)
+		}
+	}
 	shapes := []struct{ rows, cols int }{{2048, 2048}, {5632, 2048}, {2048, 5632}, {4096, 4096}, {11008, 4096}, {4096, 11008}}
 	only := os.Getenv("HYBRID_PREFILL_ONLY") // "Q4_K 4096x4096": one type and shape
+	const q8, f16, blas = 0, 1, 2
+	modes := []int{q8, f16}
+	if g.blas != nil {
+		modes = append(modes, blas)
+	} else {
+		t.Logf("no cuBLAS: %s", g.blasWhy)
+	}
 	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
 		for _, sh := range shapes {
 			if only != "" && only != fmt.Sprintf("%s %dx%d", typ, sh.rows, sh.cols) {
@@ -40,63 +61,72 @@ func TestPrefillMatMul(t *testing.T) {
 			if err := g.LoadWeight(w, data); err != nil {
 				t.Fatal(err)
 			}
-			x, err := g.Alloc(n * sh.cols)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g.Write(x, verify.RandVec(r, n*sh.cols))
-			y, err := g.Alloc(n * sh.rows)
-			if err != nil {
-				t.Fatal(err)
-			}
-			op := &ops.Op{Kind: ops.MatMul, Name: "pf", Weight: w}
-			outs := map[bool][]float32{}
-			timeOne := func(f16 bool) time.Duration {
-				defer func(v bool) { useMMQ = v }(useMMQ)
-				useMMQ = !f16
-				var el time.Duration
-				err := g.do(func() error {
-					run := func() error { return g.run(op, ops.Step{}, g.weights[w.Name], []*Buffer{x.(*Buffer)}, y.(*Buffer)) }
-					if err := run(); err != nil {
-						return err
-					}
-					var err error
-					el, err = timeOnGPU(func() error {
-						for range 20 {
-							if err := run(); err != nil {
-								return err
-							}
-						}
-						return nil
-					})
-					return err
-				})
+			for _, n := range ns {
+				x, err := g.Alloc(n * sh.cols)
 				if err != nil {
 					t.Fatal(err)
 				}
-				out := make([]float32, n*sh.rows)
-				if err := g.Read(out, y); err != nil {
+				g.Write(x, verify.RandVec(r, n*sh.cols))
+				y, err := g.Alloc(n * sh.rows)
+				if err != nil {
 					t.Fatal(err)
 				}
-				outs[f16] = out
-				return el / 20
+				op := &ops.Op{Kind: ops.MatMul, Name: "pf", Weight: w}
+				outs := map[int][]float32{}
+				timeOne := func(mode int) time.Duration {
+					defer func(v, b bool, m int) { useMMQ, g.useBlas, blasMin = v, b, m }(useMMQ, g.useBlas, blasMin)
+					useMMQ, g.useBlas, blasMin = mode == q8, mode == blas, 1
+					var el time.Duration
+					err := g.do(func() error {
+						run := func() error { return g.run(op, ops.Step{}, g.weights[w.Name], []*Buffer{x.(*Buffer)}, y.(*Buffer)) }
+						if err := run(); err != nil {
+							return err
+						}
+						var err error
+						el, err = timeOnGPU(func() error {
+							for range 20 {
+								if err := run(); err != nil {
+									return err
+								}
+							}
+							return nil
+						})
+						return err
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					out := make([]float32, n*sh.rows)
+					if err := g.Read(out, y); err != nil {
+						t.Fatal(err)
+					}
+					outs[mode] = out
+					return el / 20
+				}
+				var took [3]time.Duration
+				for range 3 {
+					for _, m := range modes {
+						took[m] += timeOne(m)
+					}
+				}
+				// The timed launches computed the products: the kernels
+				// agree within the 8-bit activations' error (TestMatMul
+				// checks each against float64 more tightly).
+				for _, m := range modes[1:] {
+					if e := verify.NormRel(outs[q8], outs[m]); e > 2e-2 {
+						t.Fatalf("%s %dx%d n=%d: 8-bit and f16 (mode %d) products differ by %.3g (‖Δ‖/‖y‖)", typ, sh.rows, sh.cols, n, m, e)
+					}
+				}
+				flop := 2 * float64(sh.rows) * float64(sh.cols) * float64(n)
+				line := fmt.Sprintf("PREFILL %-5s %5dx%-5d n=%-3d:", typ, sh.rows, sh.cols, n)
+				for _, m := range modes {
+					sec := took[m].Seconds() / 3
+					line += fmt.Sprintf(" %s %7.1f µs (%5.1f TFLOP/s)", []string{"8-bit", "f16", "cublas"}[m], sec*1e6, flop/sec/1e12)
+				}
+				t.Log(line)
+				g.Free(x)
+				g.Free(y)
 			}
-			var q8, f16 time.Duration
-			for range 3 {
-				q8 += timeOne(false)
-				f16 += timeOne(true)
-			}
-			// The timed launches computed the products: the two kernels
-			// agree within the 8-bit activations' error (TestMatMul
-			// checks each against float64 more tightly).
-			if e := verify.NormRel(outs[false], outs[true]); e > 2e-2 {
-				t.Fatalf("%s %dx%d: 8-bit and f16 products differ by %.3g (‖Δ‖/‖y‖)", typ, sh.rows, sh.cols, e)
-			}
-			flop := 2 * float64(sh.rows) * float64(sh.cols) * n
-			t.Logf("PREFILL %-5s %5dx%-5d n=%d: 8-bit %7.1f µs (%5.1f TFLOP/s), f16 %7.1f µs (%5.1f TFLOP/s), %.2f×", typ, sh.rows, sh.cols, n,
-				q8.Seconds()/3*1e6, flop/(q8.Seconds()/3)/1e12, f16.Seconds()/3*1e6, flop/(f16.Seconds()/3)/1e12, f16.Seconds()/q8.Seconds())
-			g.Free(x)
-			g.Free(y)
 		}
 	}
 }
@@ -170,4 +200,19 @@ func TestFusedMatMuls(t *testing.T) {
 			t.Logf("%s %v×%d n=%d: weight %d fused vs alone %.2g of max|y|", c.typ, c.rows, c.cols, c.n, j, d/m)
 		}
 	}
+}
+
+// TestBlasLoaded reports where the prompts' mat-muls run: on cuBLAS (its
+// library and version) or, where it did not load, on mmt and why. With
+// HYBRID_TEST_WANT_CUBLAS=1 a GPU machine whose cuBLAS does not load fails
+// it, so that the cuBLAS tests cannot pass by not running.
+func TestBlasLoaded(t *testing.T) {
+	g := gpu(t)
+	if g.blas == nil {
+		if os.Getenv("HYBRID_TEST_WANT_CUBLAS") == "1" {
+			t.Fatalf("cuBLAS did not load: %s", g.blasWhy)
+		}
+		t.Skipf("cuBLAS did not load: %s", g.blasWhy)
+	}
+	t.Logf("%s; %s", g.blas, g.Info().Detail)
 }

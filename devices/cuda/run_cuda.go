@@ -553,11 +553,13 @@ const mmqPad = 128
 
 // launchMMT runs a prefill mat-mul on tensor cores: x (n rows) times up to
 // three weights of one type and row length (a layer's q, k and v; gate and
-// up: fuseMMT), each into its y, in one launch whose 64-row tiles take the
-// weights one after another. On f16 inputs (the activations rounded once
-// by to_f16), f32 sums; or with useMMQ, for the types of mmqTypes, on 8-bit
-// inputs (the activations quantized once by mmq_quant, s32 sums scaled per
-// block). Tiles are of 64 rows × 128 tokens; a launch is split along k
+// up: fuseMMT), each into its y. Where cuBLAS loaded and the prompt is long
+// enough (onBlas), each weight is decoded to f16 and multiplied by
+// cublasGemmEx (blasMMT, blas_cuda.go); else in one launch of mmt whose
+// 64-row tiles take the weights one after another. On f16 inputs (the
+// activations rounded once by to_f16), f32 sums; or with useMMQ, for the
+// types of mmqTypes, on 8-bit inputs (the activations quantized once by
+// mmq_quant, s32 sums scaled per block). Tiles are of 64 rows × 128 tokens; a launch is split along k
 // into slices summed by mmt_sum where the tiles are fewer than
 // mmtBlocks/2 (a short prompt: TinyLlama's q, k and v at 64 tokens are 40
 // tiles).
@@ -635,6 +637,11 @@ func (d *Device) launchMMT(tk *typed, ws []mvWeight, x *Buffer, n int) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !q8 && d.onBlas(w.typ, rows[0]+rows[1]+rows[2], cols, n) {
+		if ok, err := d.blasMMT(tk, ws, n); ok || err != nil {
+			return err
+		}
 	}
 	tt := (n + nk - 1) / nk
 	tiles := rowTiles * tt

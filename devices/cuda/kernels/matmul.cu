@@ -299,6 +299,30 @@ extern "C" __global__ void to_f16(const float *x, half *y, long long n) {
 	*(uint2 *)(y + i) = make_uint2(half2_bits(v.x, v.y), half2_bits(v.z, v.w));
 }
 
+// deq16_<type> decodes rows [r0, r0+rows) of W (cols a multiple of 8) to a
+// row-major f16 matrix Y of rows × cols, each weight rounded to f16 as mmt
+// rounds it (the same Q<T>::deq and half2_bits), for a prefill mat-mul on
+// cuBLAS (blas_cuda.go). Thread p takes piece p % (cols/8) of row p / (cols/8):
+// a warp reads consecutive bytes of a row.
+template <int T>
+__device__ __forceinline__ void deq16(const uint8_t *W, long long rb, half *Y, int r0, int rows, int cols) {
+	int per = cols >> 3;
+	long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+	if (p >= (long long)rows * per) return;
+	int r = (int)(p / per), c = (int)(p % per);
+	float w[8];
+	int e0, e1;
+	Q<T>::deq(W + (long long)(r0 + r) * rb, c, w, e0, e1);
+	half *y = Y + (long long)r * cols;
+	*(uint2 *)(y + e0) = make_uint2(half2_bits(w[0], w[1]), half2_bits(w[2], w[3]));
+	*(uint2 *)(y + e1) = make_uint2(half2_bits(w[4], w[5]), half2_bits(w[6], w[7]));
+}
+#define DEQ16(id, name)                                                                                                   \
+	extern "C" __global__ void deq16_##name(const uint8_t *W, long long rb, half *Y, int r0, int rows, int cols) { \
+		deq16<id>(W, rb, Y, r0, rows, cols);                                                                           \
+	}
+FOR_TYPES(DEQ16)
+
 // mmt_sum adds a split-K mat-mul's S partial products of N floats, P[z·N+i],
 // in the order of z, into Y[i].
 extern "C" __global__ void mmt_sum(const float *P, float *Y, long long N, int S) {
