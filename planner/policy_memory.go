@@ -38,7 +38,9 @@ func ParseSize(s string) (int64, error) {
 // known and the device's whole memory is taken instead (about half a GiB on
 // an H100; an estimate), the buffers of a prefill step of up to 512 tokens,
 // larger than the decode step's the plan counts (about 0.1 GiB for
-// Llama-7B, 0.3 GiB for a 70B shape), and the allocator's rounding. None
+// Llama-7B, 0.3 GiB for a 70B shape), the CUDA device's cuBLAS scratch
+// where cuBLAS loads (a 32 MiB workspace, and at most 96 MiB of a prompt's
+// weight rows decoded to f16), and the allocator's rounding. None
 // of these grows with the device's memory, so it is not a share of it.
 const AutoMargin int64 = 1 << 30
 

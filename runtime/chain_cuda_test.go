@@ -3,9 +3,11 @@
 package runtime
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"hybrid/devices"
 )
@@ -92,4 +94,68 @@ func TestCUDAGreedyChain(t *testing.T) {
 		t.Fatalf("chained greedy tokens %v, waiting steps' %v", got, want)
 	}
 	t.Logf("%d greedy tokens chained as waited for", len(got))
+}
+
+// BenchmarkCUDAChainHostWork measures how a greedy decode's speed depends
+// on the host: each step the caller first spends work µs of host time (a
+// busy loop, standing in for a slower host's share of the step: queueing
+// the ops, reading the pick, the caller's own work), then takes the step
+// chained (queued before the pick before it is read) or waiting
+// (ForwardGreedy). It reports tokens a second. The model is stories260K, or
+// HYBRID_BENCH_MODEL.
+func BenchmarkCUDAChainHostWork(b *testing.B) {
+	devs := openGPUs(b)
+	m, err := LoadModel(os.Getenv("HYBRID_BENCH_MODEL"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	const ctx, steps = 512, 128
+	prompt := m.Tokenizer.Encode("Once upon a time", true)
+	for _, work := range []time.Duration{0, 100 * time.Microsecond, 200 * time.Microsecond, 400 * time.Microsecond} {
+		for _, chained := range []bool{false, true} {
+			name := fmt.Sprintf("work=%dus/waiting", work.Microseconds())
+			if chained {
+				name = fmt.Sprintf("work=%dus/chained", work.Microseconds())
+			}
+			b.Run(name, func(b *testing.B) {
+				e, err := NewPlanExecutor(m, devs[:1], ctx, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				logits, err := e.Prefill(prompt, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				first := Greedy(logits)
+				var took time.Duration
+				for range b.N {
+					g, err := e.newGreedyChain()
+					if err != nil {
+						b.Fatal(err)
+					}
+					tok := first
+					t0 := time.Now()
+					for s := range steps {
+						for w0 := time.Now(); time.Since(w0) < work; {
+						}
+						pos := len(prompt) + s
+						if chained {
+							tok, err = g.step(tok, pos, s+1 < steps)
+						} else {
+							tok, err = e.ForwardGreedy([]int32{tok}, pos)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					took += time.Since(t0)
+					if err := g.close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(steps*b.N)/took.Seconds(), "tok/s")
+			})
+		}
+	}
 }
