@@ -21,6 +21,7 @@ type greedyChain struct {
 	ch     devices.Chainer // nil: not chained
 	c      *compiled       // the one-token step's
 	queued int             // position of the step queued ahead of its input's read, or -1
+	qbase  int             // its sequence's first cell
 	last   int32           // the pick step returned last: the queued step's token
 }
 
@@ -56,26 +57,35 @@ func (e *Executor) newGreedyChain() (*greedyChain, error) {
 // more, the caller will want the step after it too (unless it stops on
 // the pick): that step is queued before the pick is read.
 func (g *greedyChain) step(tok int32, pos int, more bool) (int32, error) {
+	return g.stepSeq(tok, pos, 0, more)
+}
+
+// stepSeq is step for the sequence whose cells start at base (ForwardSeq):
+// the caller, which may step other sequences in between, keeps the
+// sequence's steps in order and calls close before anything else runs on
+// the executor (Engine).
+func (g *greedyChain) stepSeq(tok int32, pos, base int, more bool) (int32, error) {
 	e := g.e
 	if g.ch == nil {
-		return e.ForwardGreedy([]int32{tok}, pos)
+		return e.ForwardSeqGreedy([]int32{tok}, pos, base)
 	}
-	if g.queued != pos || tok != g.last {
+	if g.queued != pos || g.qbase != base || tok != g.last {
 		// Nothing queued for this step (the first, or the caller took
-		// another token or position): drop what is, run it with tok.
+		// another token, position or sequence): drop what is, run it
+		// with tok.
 		if err := g.close(); err != nil {
 			return 0, err
 		}
-		if err := g.run(ops.Step{Tokens: []int32{tok}, Pos: pos}); err != nil {
+		if err := g.run(ops.Step{Tokens: []int32{tok}, Pos: pos, Base: base}); err != nil {
 			return 0, err
 		}
 	}
 	g.queued = -1
 	if more && pos+1 < e.ctx {
-		if err := g.run(ops.Step{Tokens: []int32{0}, Pos: pos + 1, Chained: true}); err != nil {
+		if err := g.run(ops.Step{Tokens: []int32{0}, Pos: pos + 1, Base: base, Chained: true}); err != nil {
 			return 0, err
 		}
-		g.queued = pos + 1
+		g.queued, g.qbase = pos+1, base
 	}
 	id, err := g.ch.NextPick()
 	if err != nil {

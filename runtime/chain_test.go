@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -180,5 +181,129 @@ func TestGreedyChain(t *testing.T) {
 	}
 	if g, err := x.newGreedyChain(); err != nil || g.ch != nil {
 		t.Fatalf("the CPU device chained (%v)", err)
+	}
+}
+
+// TestEngineGreedyChain checks the engine's lone greedy sequence chained
+// (each step queued before the pick before it is read) on a device that
+// keeps its picks: a request gives Generate's tokens, its steps after the
+// first chained and none left queued; requests that join a chained one
+// (the queued step dropped for their prompt and the batched steps) and
+// requests on several slots give the tokens of their prompts run alone.
+func TestEngineGreedyChain(t *testing.T) {
+	m := builtinModel(t)
+	greedy := SamplerConfig{TopP: 1, RepeatPenalty: 1}
+	ref, err := NewExecutor(m, cpu.New("cpu", 1), 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := func(p string, max int) []int32 {
+		r, err := ref.Generate(GenerateOptions{Prompt: p, MaxTokens: max, Sampler: greedy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Tokens
+	}
+	newEngine := func(slots int) (*chainer, *Engine) {
+		c := &chainer{batcher: batcher{Device: cpu.New("cpu", 1), seen: map[*devices.Call]int{}}}
+		x, err := NewExecutor(m, c, 256*slots)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewEngine(x, EngineOptions{Slots: slots, Queue: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close(context.Background()) })
+		return c, e
+	}
+	gen := func(e *Engine, p string, max int, emit func(n int)) ([]int32, error) {
+		var got []int32
+		_, err := e.Generate(context.Background(), Request{Prompt: m.Tokenizer.Encode(p, true), MaxTokens: max, Sampler: greedy},
+			func(id int32) bool {
+				got = append(got, id)
+				if emit != nil {
+					emit(len(got))
+				}
+				return true
+			})
+		return got, err
+	}
+
+	// One request: 24 tokens, the first from the prompt, 23 steps, all
+	// but the first chained, the last queuing nothing.
+	c, e := newEngine(1)
+	got, err := gen(e, "Once upon a time", 24, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := alone("Once upon a time", 24); !slices.Equal(got, want) {
+		t.Fatalf("chained engine %v, Generate %v", got, want)
+	}
+	if c.chained != 22 || len(c.queue) != 0 {
+		t.Fatalf("24 tokens: %d chained steps (want 22), %d picks left queued", c.chained, len(c.queue))
+	}
+
+	// A second request joins at the first's tenth token, a third at the
+	// second's fifth: each prompt's prefill drops the step queued ahead.
+	c, e = newEngine(4)
+	prompts := []string{"Once upon a time", "The cat", "Lily and Tom went to the park. They"}
+	maxes := []int{40, 20, 12}
+	outs := make([][]int32, len(prompts))
+	errs := make(chan error, len(prompts))
+	var start func(i int)
+	start = func(i int) {
+		go func() {
+			var err error
+			outs[i], err = gen(e, prompts[i], maxes[i], func(n int) {
+				if n == 10/(i+1) && i+1 < len(prompts) {
+					start(i + 1)
+				}
+			})
+			errs <- err
+		}()
+	}
+	start(0)
+	for range prompts {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range prompts {
+		if want := alone(p, maxes[i]); !slices.Equal(outs[i], want) {
+			t.Errorf("prompt %q joined: %v, alone %v", p, outs[i], want)
+		}
+	}
+	if c.chained == 0 {
+		t.Error("no step of a lone sequence was chained")
+	}
+	// A request on the second slot (its cells from 256) that outlives the
+	// one on the first: its lone steps chained at another first cell.
+	c, e = newEngine(2)
+	var second []int32
+	done := make(chan error, 1)
+	first, err := gen(e, "The cat", 4, func(n int) {
+		if n == 1 {
+			go func() {
+				var err error
+				second, err = gen(e, "Once upon a time", 30, nil)
+				done <- err
+			}()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if want := alone("The cat", 4); !slices.Equal(first, want) {
+		t.Errorf("first slot: %v, alone %v", first, want)
+	}
+	if want := alone("Once upon a time", 30); !slices.Equal(second, want) {
+		t.Errorf("second slot: %v, alone %v", second, want)
+	}
+	if c.chained == 0 || len(c.queue) != 0 {
+		t.Errorf("second slot: %d chained steps, %d picks left queued", c.chained, len(c.queue))
 	}
 }

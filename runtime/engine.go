@@ -87,6 +87,7 @@ type Engine struct {
 	n     int            // each slot's cells
 	ids   []int32        // a batched greedy step's picks, reused by the scheduler
 	picks []devices.Pick // a sampled batched step's candidates (ForwardRowsTop), kept between steps
+	chain *greedyChain   // a lone greedy sequence's steps, each queued before the pick before it is read (nil until one runs)
 
 	mu     sync.Mutex
 	closed bool
@@ -340,18 +341,38 @@ func (e *Engine) run() {
 			if j == nil {
 				break // none waiting: run the active slots
 			}
+			if err := e.closeChain(); err != nil {
+				j.fin = Finish{PromptTokens: len(j.req.Prompt)}
+				j.err = err
+				e.release(j)
+				continue
+			}
 			if e.start(j) {
 				active++
 			}
 		}
 		if active == 0 {
 			if queue == nil {
+				e.closeChain()
 				return
 			}
 			continue
 		}
 		e.step()
 	}
+}
+
+// closeChain waits for the lone greedy sequence's step queued ahead of the
+// read of its input's pick, if any, and drops it, so that something else
+// can run on the executor: a prompt, a sampled step, a batched step. That
+// step's only trace is the key and value it wrote at its sequence's next
+// cell, which the sequence's next step writes again the same, or, where the
+// sequence ended, a cell past its tokens.
+func (e *Engine) closeChain() error {
+	if e.chain == nil {
+		return nil
+	}
+	return e.chain.close()
 }
 
 // cancelled reports whether j should end now.
@@ -501,17 +522,34 @@ func (e *Engine) step() {
 	case 0:
 		return
 	case 1:
-		// One sequence: a greedy pick is made where the logits are
-		// (ForwardSeqGreedy), and only the token comes back.
+		// One sequence: a greedy pick is made where the logits are, and
+		// only the token comes back; where the device keeps its picks
+		// (greedyChain), the step after it, whose token is that pick, is
+		// queued before the pick is read, unless the job cannot take
+		// another token.
 		s := act[0]
 		if s.sampler.Greedy() {
-			id, err := e.x.ForwardSeqGreedy([]int32{s.next}, len(s.cached), s.base)
+			if e.chain == nil {
+				g, err := e.x.newGreedyChain()
+				if err != nil {
+					e.end(s, "", err)
+					return
+				}
+				e.chain = g
+			}
+			max := s.job.req.MaxTokens
+			more := len(s.cached)+1 < e.n && (max <= 0 || s.made+1 < max)
+			id, err := e.chain.stepSeq(s.next, len(s.cached), s.base, more)
 			if err != nil {
 				e.end(s, "", err)
 				return
 			}
 			s.cached = append(s.cached, s.next)
 			e.emitID(s, id)
+			return
+		}
+		if err := e.closeChain(); err != nil {
+			e.end(s, "", err)
 			return
 		}
 		// A sampled pick needs only the best few logits where the
@@ -527,6 +565,12 @@ func (e *Engine) step() {
 		} else {
 			e.picks = picks
 			e.emitID(s, s.sampler.SampleTop(picks, s.history))
+		}
+		return
+	}
+	if err := e.closeChain(); err != nil {
+		for _, s := range act {
+			e.end(s, "", err)
 		}
 		return
 	}
