@@ -492,6 +492,18 @@ template <> struct D8<T_IQ4_XS> {
 	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int) { return fmd(f16(blk), x.d[b], (float)dot); }
 };
 
+// Q6K_UNROLL is the trips of row_dotq unrolled for Q6_K, 4 for the other
+// types: Q6_K's trips hold more words (its 210-byte blocks are read as
+// aligned words shifted into place), and unrolled four times took 124
+// registers, a quarter of the warps. Measured on an H200 (TestDecodeMatVec,
+// sixteen warps a block, two rounds, µs; unrolled 4 / 2 / 1): 4096×11008
+// 22.51 (its first round printed nothing) / 21.77, 21.74 / 21.73, 21.80;
+// 4096×4096 10.15, 10.11 / 9.97, 9.85 /
+// 9.89, 9.92; 2048×5632 8.87, 8.88 / 8.70, 8.71 / 8.86, 8.83.
+#ifndef Q6K_UNROLL
+#define Q6K_UNROLL 2
+#endif
+
 // row_dotq is R rows' dot products with x over nb blocks for one warp: the
 // lanes take blocks in groups of TPB, sum each block's integer terms across
 // its group (exact), and the group's first lane adds the block's float term;
@@ -532,7 +544,8 @@ __device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x
 #pragma unroll
 			for (int r = 0; r < R; r++) acc[r] = __fadd_rn(acc[r], D::fin(rows[r] + (long long)b * D::bytes, x, b, dot[r], off[r]));
 	};
-#pragma unroll 4
+	constexpr int UN = T == T_Q6_K ? Q6K_UNROLL : 4;
+#pragma unroll UN
 	for (int it = 0; it < full; it++) trip(it, true);
 	if (full < iters) trip(full, full * per + first < nb);
 #pragma unroll
