@@ -88,7 +88,6 @@ import "C"
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"unsafe"
 
@@ -103,26 +102,6 @@ type blas struct {
 	version int
 }
 
-// blasPaths are where cuBLAS is looked for, in order: HYBRID_CUBLAS (a
-// path, or "0" for none), then the loader's search (LD_LIBRARY_PATH, the
-// ld cache) for CUDA 13's, 12's and 11's library, then the toolkit's default
-// directory.
-func blasPaths() []string {
-	if p := os.Getenv("HYBRID_CUBLAS"); p != "" {
-		if p == "0" {
-			return nil
-		}
-		return []string{p}
-	}
-	var ps []string
-	for _, dir := range []string{"", "/usr/local/cuda/lib64/", "/usr/local/cuda/targets/x86_64-linux/lib/", "/usr/local/cuda/targets/sbsa-linux/lib/"} {
-		for _, v := range []string{".13", ".12", ".11", ""} {
-			ps = append(ps, dir+"libcublas.so"+v)
-		}
-	}
-	return ps
-}
-
 // blasWorkspace is the workspace cuBLAS is given (cublasSetWorkspace), so
 // that a captured graph's products never allocate: NVIDIA's recommendation
 // for Hopper.
@@ -131,7 +110,7 @@ const blasWorkspace = 32 << 20
 // openBlas loads cuBLAS for the device (device thread, its context current):
 // nil and why where it cannot.
 func (d *Device) openBlas() (*blas, string) {
-	paths := blasPaths()
+	paths := blasPaths(os.Getenv("HYBRID_CUBLAS"))
 	if len(paths) == 0 {
 		return nil, "off (HYBRID_CUBLAS=0)"
 	}
@@ -143,7 +122,7 @@ func (d *Device) openBlas() (*blas, string) {
 		msg := C.hy_blas_open(&b.b, cp, &st)
 		C.free(unsafe.Pointer(cp))
 		if msg != nil {
-			if st != 0 || !strings.Contains(C.GoString(msg), "cannot open shared object") {
+			if st != 0 || len(paths) == 1 || !strings.Contains(C.GoString(msg), "cannot open shared object") {
 				why = append(why, fmt.Sprintf("%s: %s (%d)", p, C.GoString(msg), int(st)))
 			}
 			continue
@@ -191,41 +170,10 @@ func (b *blas) gemm(m, n, k int, a dptr, lda int, bp dptr, ldb int, c dptr, ldc 
 	return nil
 }
 
-// blasMin is the prompt from which a mat-mul runs on cuBLAS where it is
-// loaded (HYBRID_CUDA_BLAS_MIN overrides it), and blasBig the weights
-// (rows × cols of a launch) that run on it from mmtMin tokens: decoding a
-// weight to f16 is a fixed cost that a small weight's short prompt does not
-// repay. Measured on an H200 (TestPrefillMatMul, µs, mmt against cuBLAS):
-// at 32 tokens Q4_K 2048×2048 16.7 / 20.9 but 5632×2048 33.4 / 19.8 and
-// 11008×4096 99.4 / 69.2; at 128 tokens 2048×2048 19.1 / 19.5 (Q6_K 21.6 /
-// 24.5), every larger shape faster on cuBLAS; at 512 tokens 2.5-3.5× faster.
-var blasMin = func() int {
-	if v, err := strconv.Atoi(os.Getenv("HYBRID_CUDA_BLAS_MIN")); err == nil && v > 0 {
-		return v
-	}
-	return 128
-}()
-
-const blasBig = 8 << 20
-
-// blasScratchMax bounds the f16 weight rows decoded at a time
-// (HYBRID_CUDA_BLAS_SCRATCH in MiB): a larger weight is multiplied in slices
-// of rows, so that the scratch does not take the room of weights the GPU
-// could hold.
-var blasScratchMax = func() int64 {
-	if v, err := strconv.Atoi(os.Getenv("HYBRID_CUDA_BLAS_SCRATCH")); err == nil && v > 0 {
-		return int64(v) << 20
-	}
-	return 96 << 20
-}()
-
 // onBlas reports whether a prefill mat-mul of n tokens of weight type t,
 // rows (of every weight of the launch) and row length cols runs on cuBLAS.
 func (d *Device) onBlas(t quant.Type, rows, cols, n int) bool {
-	if d.blas == nil || !d.useBlas || t == quant.F32 || cols%32 != 0 || n < mmtMin {
-		return false
-	}
-	return n >= blasMin || int64(rows)*int64(cols) >= blasBig
+	return d.blas != nil && d.useBlas && blasTakes(t, rows, cols, n, mmtMin)
 }
 
 // blasMMT is launchMMT's product on cuBLAS: x (n rows, already rounded to
