@@ -503,6 +503,11 @@ template <> struct D8<T_IQ4_XS> {
 #ifndef Q6K_UNROLL
 #define Q6K_UNROLL 2
 #endif
+// MV_UNROLL is the other types' (4; bench/cuda/unroll-ab.sh builds and
+// times other values).
+#ifndef MV_UNROLL
+#define MV_UNROLL 4
+#endif
 
 // row_dotq is R rows' dot products with x over nb blocks for one warp: the
 // lanes take blocks in groups of TPB, sum each block's integer terms across
@@ -544,7 +549,7 @@ __device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x
 #pragma unroll
 			for (int r = 0; r < R; r++) acc[r] = __fadd_rn(acc[r], D::fin(rows[r] + (long long)b * D::bytes, x, b, dot[r], off[r]));
 	};
-	constexpr int UN = T == T_Q6_K ? Q6K_UNROLL : 4;
+	constexpr int UN = T == T_Q6_K ? Q6K_UNROLL : MV_UNROLL;
 #pragma unroll UN
 	for (int it = 0; it < full; it++) trip(it, true);
 	if (full < iters) trip(full, full * per + first < nb);
