@@ -60,10 +60,12 @@ func (g *greedyChain) step(tok int32, pos int, more bool) (int32, error) {
 	return g.stepSeq(tok, pos, 0, more)
 }
 
-// stepSeq is step for the sequence whose cells start at base (ForwardSeq):
-// the caller, which may step other sequences in between, keeps the
-// sequence's steps in order and calls close before anything else runs on
-// the executor (Engine).
+// stepSeq is step for the sequence whose cells start at base (ForwardSeq).
+// Another step run on the executor in between (another sequence's, a
+// prompt's) first drops the step queued ahead (runStep): its only trace is
+// the key and value it wrote at the sequence's next cell, which the
+// sequence's next step writes again the same, or, where the sequence
+// ended, a cell past its tokens.
 func (g *greedyChain) stepSeq(tok int32, pos, base int, more bool) (int32, error) {
 	e := g.e
 	if g.ch == nil {
@@ -86,6 +88,7 @@ func (g *greedyChain) stepSeq(tok int32, pos, base int, more bool) (int32, error
 			return 0, err
 		}
 		g.queued, g.qbase = pos+1, base
+		e.chained = g
 	}
 	id, err := g.ch.NextPick()
 	if err != nil {
@@ -130,6 +133,7 @@ func (g *greedyChain) close() error {
 		return nil
 	}
 	g.queued = -1
+	g.e.chained = nil
 	if _, err := g.ch.NextPick(); err != nil {
 		return g.fileErr(err)
 	}

@@ -22,6 +22,7 @@ type chainer struct {
 	queue          []int32
 	kept           int32
 	chained, picks int
+	early          int // steps not chained run while a pick was queued
 }
 
 func (c *chainer) Chains() bool { return true }
@@ -54,6 +55,9 @@ func (c *chainer) NextPick() (int32, error) {
 }
 
 func (c *chainer) RunAll(st ops.Step, calls []devices.Call) error {
+	if !st.Chained && len(c.queue) > 0 {
+		c.early++
+	}
 	if st.Chained {
 		if len(st.Tokens) != 1 || st.Rows != nil {
 			return fmt.Errorf("a chained step of %d tokens", len(st.Tokens))
@@ -240,8 +244,8 @@ func TestEngineGreedyChain(t *testing.T) {
 	if want := alone("Once upon a time", 24); !slices.Equal(got, want) {
 		t.Fatalf("chained engine %v, Generate %v", got, want)
 	}
-	if c.chained != 22 || len(c.queue) != 0 {
-		t.Fatalf("24 tokens: %d chained steps (want 22), %d picks left queued", c.chained, len(c.queue))
+	if c.chained != 22 || len(c.queue) != 0 || c.early != 0 {
+		t.Fatalf("24 tokens: %d chained steps (want 22), %d picks left queued, %d steps run while one was", c.chained, len(c.queue), c.early)
 	}
 
 	// A second request joins at the first's tenth token, a third at the
@@ -274,8 +278,8 @@ func TestEngineGreedyChain(t *testing.T) {
 			t.Errorf("prompt %q joined: %v, alone %v", p, outs[i], want)
 		}
 	}
-	if c.chained == 0 {
-		t.Error("no step of a lone sequence was chained")
+	if c.chained == 0 || c.early != 0 {
+		t.Errorf("%d steps of a lone sequence chained; %d other steps run while a pick was queued (the step queued ahead not dropped first)", c.chained, c.early)
 	}
 	// A request on the second slot (its cells from 256) that outlives the
 	// one on the first: its lone steps chained at another first cell.

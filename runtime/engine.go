@@ -87,7 +87,7 @@ type Engine struct {
 	n     int            // each slot's cells
 	ids   []int32        // a batched greedy step's picks, reused by the scheduler
 	picks []devices.Pick // a sampled batched step's candidates (ForwardRowsTop), kept between steps
-	chain *greedyChain   // a lone greedy sequence's steps, each queued before the pick before it is read (nil until one runs)
+	chain *greedyChain   // a lone greedy sequence's steps, each queued before the pick before it is read (nil until one runs); any other step drops the one queued ahead
 
 	mu     sync.Mutex
 	closed bool
@@ -341,38 +341,18 @@ func (e *Engine) run() {
 			if j == nil {
 				break // none waiting: run the active slots
 			}
-			if err := e.closeChain(); err != nil {
-				j.fin = Finish{PromptTokens: len(j.req.Prompt)}
-				j.err = err
-				e.release(j)
-				continue
-			}
 			if e.start(j) {
 				active++
 			}
 		}
 		if active == 0 {
 			if queue == nil {
-				e.closeChain()
 				return
 			}
 			continue
 		}
 		e.step()
 	}
-}
-
-// closeChain waits for the lone greedy sequence's step queued ahead of the
-// read of its input's pick, if any, and drops it, so that something else
-// can run on the executor: a prompt, a sampled step, a batched step. That
-// step's only trace is the key and value it wrote at its sequence's next
-// cell, which the sequence's next step writes again the same, or, where the
-// sequence ended, a cell past its tokens.
-func (e *Engine) closeChain() error {
-	if e.chain == nil {
-		return nil
-	}
-	return e.chain.close()
 }
 
 // cancelled reports whether j should end now.
@@ -548,10 +528,6 @@ func (e *Engine) step() {
 			e.emitID(s, id)
 			return
 		}
-		if err := e.closeChain(); err != nil {
-			e.end(s, "", err)
-			return
-		}
 		// A sampled pick needs only the best few logits where the
 		// device can pick them (ForwardSeqTop).
 		picks, logits, err := e.x.ForwardSeqTop([]int32{s.next}, len(s.cached), s.base, s.sampler.Needs(s.history), e.picks)
@@ -565,12 +541,6 @@ func (e *Engine) step() {
 		} else {
 			e.picks = picks
 			e.emitID(s, s.sampler.SampleTop(picks, s.history))
-		}
-		return
-	}
-	if err := e.closeChain(); err != nil {
-		for _, s := range act {
-			e.end(s, "", err)
 		}
 		return
 	}

@@ -83,7 +83,11 @@ type Executor struct {
 	pipeline bool
 	// prefills is the prompt steps kept compiled, oldest first (compile).
 	prefills []stepKey
-	Stats    Stats
+	// chained is the greedy chain whose step is queued ahead of the read of
+	// its token's pick (nil: none); runStep drops that step before any
+	// other runs.
+	chained *greedyChain
+	Stats   Stats
 }
 
 // compiled is a step's graph with every op's device, buffers and copies.
@@ -568,6 +572,11 @@ func (e *Executor) runStep(st ops.Step) (*compiled, error) {
 	}
 	if err := st.CheckCells(e.ctx); err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	if e.chained != nil && !st.Chained {
+		if err := e.chained.close(); err != nil {
+			return nil, err
+		}
 	}
 	key := stepKey{n: n}
 	if st.Rows != nil {
