@@ -114,11 +114,8 @@ func BenchmarkCUDAChainHostWork(b *testing.B) {
 	prompt := m.Tokenizer.Encode("Once upon a time", true)
 	for _, work := range []time.Duration{0, 100 * time.Microsecond, 200 * time.Microsecond, 400 * time.Microsecond} {
 		for _, chained := range []bool{false, true} {
-			name := fmt.Sprintf("work=%dus/waiting", work.Microseconds())
-			if chained {
-				name = fmt.Sprintf("work=%dus/chained", work.Microseconds())
-			}
-			b.Run(name, func(b *testing.B) {
+			mode := map[bool]string{false: "waiting", true: "chained"}[chained]
+			b.Run(fmt.Sprintf("work=%dus/%s", work.Microseconds(), mode), func(b *testing.B) {
 				e, err := NewPlanExecutor(m, devs[:1], ctx, Options{})
 				if err != nil {
 					b.Fatal(err)

@@ -183,7 +183,7 @@ func (d *Device) onBlas(t quant.Type, rows, cols, n int) bool {
 // be had (the caller runs mmt instead).
 func (d *Device) blasMMT(tk *typed, ws []mvWeight, n int) (bool, error) {
 	cols := ws[0].w.w.Cols
-	direct := ws[0].w.typ == quant.F16 && ws[0].w.rowBytes%2 == 0
+	direct := ws[0].w.typ == quant.F16 // rows of halves, lda their stride
 	slice := 0
 	if !direct {
 		most := 0
