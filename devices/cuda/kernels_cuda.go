@@ -5,6 +5,7 @@ package cuda
 import (
 	_ "embed"
 	"fmt"
+	"os"
 
 	"hybrid/quant"
 )
@@ -127,7 +128,18 @@ func loadKernels() (*kernels, error) {
 	if err != nil {
 		return nil, err
 	}
-	fm, err := load(fusedPTX)
+	fptx := fusedPTX
+	if f := os.Getenv("HYBRID_CUDA_FUSED_PTX"); f != "" {
+		// A kernel variant's PTX for an A/B run with one binary
+		// (bench/cuda/*-ab.sh): the decode kernels built with other
+		// macros, as the embedded module is built.
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("HYBRID_CUDA_FUSED_PTX: %w", err)
+		}
+		fptx = string(b)
+	}
+	fm, err := load(fptx)
 	if err != nil {
 		return nil, err
 	}

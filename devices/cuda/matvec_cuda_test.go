@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,10 +47,10 @@ func TestDecodeMatVec(t *testing.T) {
 	vs := []variant{{"one-wave", true, 8}, {"all-blocks", false, 8}, {"16-warps", true, 16}}
 	defer func(w bool) { mvWave = w }(mvWave)
 	defer func() { g.mvWarpsSet = 0 }()
-	only := os.Getenv("HYBRID_MATVEC_ONLY") // "Q4_K 4096x11008": one type and shape
+	only := os.Getenv("HYBRID_MATVEC_ONLY") // "Q4_K 4096x11008": one type and shape, or several split by commas
 	for _, typ := range []quant.Type{quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.Q8_0} {
 		for _, sh := range shapes {
-			if only != "" && only != fmt.Sprintf("%s %dx%d", typ, sh.rows, sh.cols) {
+			if only != "" && !slices.Contains(strings.Split(only, ","), fmt.Sprintf("%s %dx%d", typ, sh.rows, sh.cols)) {
 				continue
 			}
 			data, _ := quantized(t, r, typ, sh.rows, sh.cols)

@@ -397,13 +397,14 @@ __device__ __forceinline__ void row_dotx(const uint8_t *W, const uint8_t *xb, in
 			if (t >= nv) break; // the same for every lane
 			XQ x = xq_at((uint8_t *)xb + t * xs, cols);
 			int dot = 0, off = 0;
-			if (ok) D::part(blk, k, x, b, dot, off);
+			uint32_t hw = 0;
+			if (ok) D::part(blk, k, x, b, dot, off, hw);
 #pragma unroll
 			for (int o = 1; o < D::TPB; o <<= 1) {
 				dot += __shfl_xor_sync(FULL, dot, o);
 				if (D::hasOff) off += __shfl_xor_sync(FULL, off, o);
 			}
-			if (ok && k == 0) acc[t] = __fadd_rn(acc[t], D::fin(blk, x, b, dot, off));
+			if (ok && k == 0) acc[t] = __fadd_rn(acc[t], D::fin(blk, x, b, dot, off, hw));
 		}
 	}
 #pragma unroll
