@@ -311,6 +311,19 @@ __device__ __forceinline__ void scaleMinK4w(int j, uint32_t s0, uint32_t s1, uin
 	}
 }
 
+// Q4K_WIDE reads a Q4_K or Q5_K block's header (d, dmin, scales) in one
+// 16-byte load and the activations' four sums of 16 in one 8-byte load;
+// 0 reads them as 4- and 2-byte words. Measured on an H200
+// (TestDecodeMatVec, µs, scales as byte pairs both; two calls on two
+// machines whose unchanged kernels timed within 2%): 0 / 1, 4096×4096 6.79
+// / 7.17, 12288×4096 13.08 / 14.40, 11008×4096 gate+up 18.68 / 20.64. The
+// end-to-end table of the twenty-first session ran 1 (with the other
+// types' 16-byte activation loads, which it came with); 0 with them is the
+// next A/B (bench/cuda/mv-ab.sh).
+#ifndef Q4K_WIDE
+#define Q4K_WIDE 1
+#endif
+
 // Q4_K and Q5_K: lane k takes sub-blocks 2k (low nibbles of qs[32k..]) and
 // 2k+1 (high nibbles); dot is Σ sc·Σqx and off Σ m·Σx (the activations' sums
 // of 16) over them.
@@ -343,11 +356,15 @@ __device__ __forceinline__ void partK(const uint8_t *blk, int k, const XQ &x, in
 		p0 = __dp4a((int)lo, xs[i], p0);
 		p1 = __dp4a((int)hi, xs[8 + i], p1);
 	}
+#if Q4K_WIDE
 	// d, dmin and the packed scales: one 16-byte load (blocks of 144 and
 	// 176 bytes stay 16-byte aligned); d and dmin go on to finK in hw.
 	uint4 hd = *(const uint4 *)blk;
 	uint32_t s0 = hd.y, s1 = hd.z, s2 = hd.w;
 	hw = hd.x;
+#else
+	uint32_t s0 = u32(blk + 4), s1 = u32(blk + 8), s2 = u32(blk + 12);
+#endif
 	int sc0, m0, sc1, m1;
 	{
 		// Sub-blocks 2k and 2k+1's 6-bit scales and minimums as two bytes
@@ -365,16 +382,26 @@ __device__ __forceinline__ void partK(const uint8_t *blk, int k, const XQ &x, in
 		}
 		sc0 = sc & 0xff, sc1 = sc >> 8, m0 = m & 0xff, m1 = m >> 8;
 	}
+#if Q4K_WIDE
 	// The activations' sums of 16 over the two sub-blocks: four shorts
 	// in one 8-byte load (x.bs is 16-byte aligned for rows of whole
 	// 256-blocks).
 	int2 bs = *(const int2 *)(x.bs + 16 * b + 4 * k);
 	dot = sc0 * p0 + sc1 * p1;
 	off = m0 * ((int)(short)bs.x + (bs.x >> 16)) + m1 * ((int)(short)bs.y + (bs.y >> 16));
+#else
+	const short *bs = x.bs + 16 * b + 4 * k;
+	dot = sc0 * p0 + sc1 * p1;
+	off = m0 * (bs[0] + bs[1]) + m1 * (bs[2] + bs[3]);
+#endif
 }
 
-__device__ __forceinline__ float finK(const uint8_t *, const XQ &x, int b, int dot, int off, uint32_t hw) {
+__device__ __forceinline__ float finK(const uint8_t *blk, const XQ &x, int b, int dot, int off, uint32_t hw) {
+#if Q4K_WIDE
 	float d = __half2float(__ushort_as_half((unsigned short)(hw & 0xffff))), dmin = __half2float(__ushort_as_half((unsigned short)(hw >> 16)));
+#else
+	float d = f16(blk), dmin = f16(blk + 2);
+#endif
 	return __fmul_rn(x.d[b], __fsub_rn(__fmul_rn(d, (float)dot), __fmul_rn(dmin, (float)off)));
 }
 
@@ -542,7 +569,7 @@ template <> struct D8<T_IQ4_XS> {
 };
 
 // The trips of row_dotq unrolled: MV_UNROLL for most types, Q80_UNROLL for
-// Q8_0, Q6K_UNROLL for Q6_K (bench/cuda/unroll-ab.sh builds and times other
+// Q8_0, Q6K_UNROLL for Q6_K (bench/cuda/mv-ab.sh times builds with other
 // values). Fewer unrolled trips measured faster once the activations were
 // read in 16-byte pieces and Q4_K's scales in byte pairs: on an H200
 // (TestDecodeMatVec, µs, unrolled 4 / 2 for all types, Q6_K then at 2 / 1)
