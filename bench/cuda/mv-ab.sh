@@ -6,7 +6,10 @@
 # and Llama-7B's shapes, each build's exactness (the tests that hold the
 # fused, batched and single-op kernels to each other bit for bit), then
 # tg128, alternated twice. The twenty-first session's variants are in
-# bench/cuda/logs/issue15-2026-11-28-s21.txt.
+# bench/cuda/logs/issue15-2026-11-28-s21.txt. Next to run: -DQ4K_WIDE=0
+# (Q4_K's header and sums in narrow loads, faster alone per mat-vec), and
+# -DMV_STAGE_SKIP=1, a timing-only build (its exactness line fails: it
+# stages no input) that says what a launch's input staging costs.
 #
 #   here:  mkdir -p .device/v && (cd devices/cuda && cp kernels/fused.ptx ../../.device/v/main.ptx &&
 #            nvcc -ptx -arch=compute_80 -O3 -DMV_UNROLL=4 -o ../../.device/v/u4.ptx kernels/fused.cu)

@@ -14,6 +14,9 @@
 #define MV_ADD 2       // one weight; S = res + Y0
 #define MV_ROPE 3      // q W0, k W1, v W2 rows two by two; then the step's RoPE of q and k and the cache append (rope_kv)
 #define MV_RSC 128     // pairs of a head whose sine and cosine MV_ROPE tabulates (heads up to 256)
+#ifndef MV_STAGE_SKIP
+#define MV_STAGE_SKIP 0 // 1: a timing-only build whose mat-vecs stage no input (wrong products)
+#endif
 
 // pair_dots is rows a and b of W (type U, rb bytes a row) times the staged
 // input, one row after the other, as the plain mat-vec takes them: both
@@ -131,7 +134,10 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	float *xs = (float *)smem;
 	const int RP = 4; // pieces of eight a thread holds in registers: rows up to 8192
 	bool aligned = (((uintptr_t)x | (uintptr_t)nw | (uintptr_t)nout) & 15) == 0;
-	if (D8<T>::block && nw && (cols & 7) == 0 && cols <= 8 * MV_THREADS * RP && aligned) {
+	if (MV_STAGE_SKIP) {
+		// Timing only (bench/cuda/mv-ab.sh): no input staged, so the
+		// products are wrong; what the staging costs a launch.
+	} else if (D8<T>::block && nw && (cols & 7) == 0 && cols <= 8 * MV_THREADS * RP && aligned) {
 		// The normalised block types' path: x read once, in 16-byte
 		// pieces held in registers, then normalised and quantized there
 		// (the same values, in the same order, as block_rms_scale and
