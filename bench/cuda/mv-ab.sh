@@ -9,7 +9,8 @@
 # bench/cuda/logs/issue15-2026-11-28-s21.txt. Next to run: -DQ4K_WIDE=0
 # (Q4_K's header and sums in narrow loads, faster alone per mat-vec), and
 # -DQ40_WORDS=1 -DQ80_WORDS=1 (their quants as aligned words shifted into
-# place), -DMV_STAGE_SKIP=1, a timing-only build (its exactness line fails: it
+# place), -DQ4K_TPB=2 (two lanes a Q4_K block; with -DQ4K_WIDE=0 too),
+# -DMV_STAGE_SKIP=1, a timing-only build (its exactness line fails: it
 # stages no input) that says what a launch's input staging costs.
 #
 #   here:  mkdir -p .device/v && (cd devices/cuda && cp kernels/fused.ptx ../../.device/v/main.ptx &&

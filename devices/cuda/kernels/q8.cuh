@@ -355,37 +355,44 @@ __device__ __forceinline__ void scaleMinK4w(int j, uint32_t s0, uint32_t s1, uin
 #define Q4K_WIDE 1
 #endif
 
-// Q4_K and Q5_K: lane k takes sub-blocks 2k (low nibbles of qs[32k..]) and
-// 2k+1 (high nibbles); dot is Σ sc·Σqx and off Σ m·Σx (the activations' sums
-// of 16) over them.
-template <int T>
+// Q4_K and Q5_K: lane k takes the NC chunks j = NC·k.. of 32 quant bytes
+// (NC = 1 with four lanes a block, 2 with two), each sub-blocks 2j (low
+// nibbles of qs[32j..]) and 2j+1 (high nibbles); dot is Σ sc·Σqx and off
+// Σ m·Σx (the activations' sums of 16) over them, exact integers whatever
+// the lanes' split.
+template <int T, int NC = 1>
 __device__ __forceinline__ void partK(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) {
 	const bool five = T == T_Q5_K;
-	const uint4 *qp = (const uint4 *)(blk + (five ? 48 : 16) + 32 * k);
-	uint4 a = qp[0], c = qp[1];
-	uint32_t w[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w}, h[8];
-	if (five) {
-		const uint4 *hp = (const uint4 *)(blk + 16);
-		uint4 ha = hp[0], hc = hp[1];
-		h[0] = ha.x, h[1] = ha.y, h[2] = ha.z, h[3] = ha.w, h[4] = hc.x, h[5] = hc.y, h[6] = hc.z, h[7] = hc.w;
-	}
-	const int e = 256 * b + 64 * k;
-	int xs[16];
+	int p0[NC], p1[NC];
 #pragma unroll
-	for (int i = 0; i < 4; i++) {
-		int4 v = xint4(x, e + 16 * i);
-		xs[4 * i] = v.x, xs[4 * i + 1] = v.y, xs[4 * i + 2] = v.z, xs[4 * i + 3] = v.w;
-	}
-	int p0 = 0, p1 = 0;
-#pragma unroll
-	for (int i = 0; i < 8; i++) {
-		uint32_t lo = w[i] & NIB, hi = w[i] >> 4 & NIB;
+	for (int ci = 0; ci < NC; ci++) {
+		const int j = NC * k + ci;
+		const uint4 *qp = (const uint4 *)(blk + (five ? 48 : 16) + 32 * j);
+		uint4 a = qp[0], c = qp[1];
+		uint32_t w[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w}, h[8];
 		if (five) {
-			lo |= (h[i] >> (2 * k) & 0x01010101u) << 4;
-			hi |= (h[i] >> (2 * k + 1) & 0x01010101u) << 4;
+			const uint4 *hp = (const uint4 *)(blk + 16);
+			uint4 ha = hp[0], hc = hp[1];
+			h[0] = ha.x, h[1] = ha.y, h[2] = ha.z, h[3] = ha.w, h[4] = hc.x, h[5] = hc.y, h[6] = hc.z, h[7] = hc.w;
 		}
-		p0 = __dp4a((int)lo, xs[i], p0);
-		p1 = __dp4a((int)hi, xs[8 + i], p1);
+		const int e = 256 * b + 64 * j;
+		int xs[16];
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			int4 v = xint4(x, e + 16 * i);
+			xs[4 * i] = v.x, xs[4 * i + 1] = v.y, xs[4 * i + 2] = v.z, xs[4 * i + 3] = v.w;
+		}
+		p0[ci] = 0, p1[ci] = 0;
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			uint32_t lo = w[i] & NIB, hi = w[i] >> 4 & NIB;
+			if (five) {
+				lo |= (h[i] >> (2 * j) & 0x01010101u) << 4;
+				hi |= (h[i] >> (2 * j + 1) & 0x01010101u) << 4;
+			}
+			p0[ci] = __dp4a((int)lo, xs[i], p0[ci]);
+			p1[ci] = __dp4a((int)hi, xs[8 + i], p1[ci]);
+		}
 	}
 #if Q4K_WIDE
 	// d, dmin and the packed scales: one 16-byte load (blocks of 144 and
@@ -396,35 +403,44 @@ __device__ __forceinline__ void partK(const uint8_t *blk, int k, const XQ &x, in
 #else
 	uint32_t s0 = u32(blk + 4), s1 = u32(blk + 8), s2 = u32(blk + 12);
 #endif
-	int sc0, m0, sc1, m1;
-	{
-		// Sub-blocks 2k and 2k+1's 6-bit scales and minimums as two bytes
-		// of one word each (ggml's get_scale_min_k4 for j and j+1), with
-		// no test of j: on an H200 (TestDecodeMatVec) Q4_K 11008×4096
-		// gate+up 21.00 → 18.68 µs, 4096×4096 7.26 → 6.79 against
-		// scaleMinK4w's byte selection.
-		int sh = 16 * (k & 1);
-		uint32_t sc, m;
-		if (k < 2) {
-			sc = s0 >> sh & 0x3f3fu, m = s1 >> sh & 0x3f3fu;
-		} else {
-			uint32_t t = s2 >> sh;
-			sc = (t & 0x0f0fu) | (s0 >> sh >> 2 & 0x3030u), m = (t >> 4 & 0x0f0fu) | (s1 >> sh >> 2 & 0x3030u);
+#pragma unroll
+	for (int ci = 0; ci < NC; ci++) {
+		const int j = NC * k + ci;
+		int sc0, m0, sc1, m1;
+		{
+			// Sub-blocks 2j and 2j+1's 6-bit scales and minimums as two
+			// bytes of one word each (ggml's get_scale_min_k4 for 2j and
+			// 2j+1), with no test of the sub-block: on an H200
+			// (TestDecodeMatVec) Q4_K 11008×4096 gate+up 21.00 → 18.68
+			// µs, 4096×4096 7.26 → 6.79 against scaleMinK4w's byte
+			// selection.
+			int sh = 16 * (j & 1);
+			uint32_t sc, m;
+			if (j < 2) {
+				sc = s0 >> sh & 0x3f3fu, m = s1 >> sh & 0x3f3fu;
+			} else {
+				uint32_t t = s2 >> sh;
+				sc = (t & 0x0f0fu) | (s0 >> sh >> 2 & 0x3030u), m = (t >> 4 & 0x0f0fu) | (s1 >> sh >> 2 & 0x3030u);
+			}
+			sc0 = sc & 0xff, sc1 = sc >> 8, m0 = m & 0xff, m1 = m >> 8;
 		}
-		sc0 = sc & 0xff, sc1 = sc >> 8, m0 = m & 0xff, m1 = m >> 8;
-	}
 #if Q4K_WIDE
-	// The activations' sums of 16 over the two sub-blocks: four shorts
-	// in one 8-byte load (x.bs is 16-byte aligned for rows of whole
-	// 256-blocks).
-	int2 bs = *(const int2 *)(x.bs + 16 * b + 4 * k);
-	dot = sc0 * p0 + sc1 * p1;
-	off = m0 * ((int)(short)bs.x + (bs.x >> 16)) + m1 * ((int)(short)bs.y + (bs.y >> 16));
+		// The activations' sums of 16 over the two sub-blocks: four
+		// shorts in one 8-byte load (x.bs is 16-byte aligned for rows of
+		// whole 256-blocks).
+		int2 bs = *(const int2 *)(x.bs + 16 * b + 4 * j);
+		int dj = sc0 * p0[ci] + sc1 * p1[ci];
+		int oj = m0 * ((int)(short)bs.x + (bs.x >> 16)) + m1 * ((int)(short)bs.y + (bs.y >> 16));
 #else
-	const short *bs = x.bs + 16 * b + 4 * k;
-	dot = sc0 * p0 + sc1 * p1;
-	off = m0 * (bs[0] + bs[1]) + m1 * (bs[2] + bs[3]);
+		const short *bs = x.bs + 16 * b + 4 * j;
+		int dj = sc0 * p0[ci] + sc1 * p1[ci];
+		int oj = m0 * (bs[0] + bs[1]) + m1 * (bs[2] + bs[3]);
 #endif
+		if (ci == 0)
+			dot = dj, off = oj;
+		else
+			dot += dj, off += oj;
+	}
 }
 
 __device__ __forceinline__ float finK(const uint8_t *blk, const XQ &x, int b, int dot, int off, uint32_t hw) {
@@ -436,11 +452,20 @@ __device__ __forceinline__ float finK(const uint8_t *blk, const XQ &x, int b, in
 	return __fmul_rn(x.d[b], __fsub_rn(__fmul_rn(d, (float)dot), __fmul_rn(dmin, (float)off)));
 }
 
+// Q4K_TPB is the lanes a Q4_K block takes: 4, or 2 (each lane two chunks).
+// The nineteenth session measured 2 faster on the 7B's long rows (4096×11008
+// 15.30 → 13.48 µs) and slower on TinyLlama's 2048 columns (4.51 → 4.97),
+// before the scales were unpacked as byte pairs; the next A/B
+// (bench/cuda/mv-ab.sh). The batched kernels follow either order (mvt: the
+// decode's lane groups).
+#ifndef Q4K_TPB
+#define Q4K_TPB 4
+#endif
 template <> struct D8<T_Q4_K> {
-	static const int block = 256, TPB = 4, bytes = 144;
+	static const int block = 256, TPB = Q4K_TPB, bytes = 144;
 	static const bool q81 = false, hasOff = true;
 	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) {
-		partK<T_Q4_K>(blk, k, x, b, dot, off, hw);
+		partK<T_Q4_K, 4 / TPB>(blk, k, x, b, dot, off, hw);
 	}
 	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int off, uint32_t hw) { return finK(blk, x, b, dot, off, hw); }
 };
