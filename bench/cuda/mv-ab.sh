@@ -9,8 +9,9 @@
 # bench/cuda/logs/issue15-2026-11-28-s21.txt. Next to run: -DQ4K_WIDE=0
 # (Q4_K's header and sums in narrow loads, faster alone per mat-vec), and
 # -DQ40_WORDS=1 -DQ80_WORDS=1 (their quants as aligned words shifted into
-# place), -DQ4K_TPB=2 (two lanes a Q4_K block; with -DQ4K_WIDE=0 too),
-# -DMV_STAGE_SKIP=1, a timing-only build (its exactness line fails: it
+# place), -DMV_XBASE=1 (a lane's activations from one pointer) and
+# -DQ4K_U8HI=1 (Q4_K's high nibbles unshifted), -DQ4K_TPB=2 (two lanes a
+# Q4_K block; with -DQ4K_WIDE=0 too), -DMV_STAGE_SKIP=1, a timing-only build (its exactness line fails: it
 # stages no input) that says what a launch's input staging costs.
 #
 #   here:  mkdir -p .device/v && (cd devices/cuda && cp kernels/fused.ptx ../../.device/v/main.ptx &&
@@ -18,10 +19,15 @@
 #          CGO_ENABLED=1 go build -tags cuda -ldflags="-s -w" -o .device/v/hybrid ./cmd/hybrid
 #          CGO_ENABLED=1 go test -c -tags cuda -ldflags="-s -w" -o .device/v/cuda.test ./devices/cuda
 #          (cd .device/v && tar -cJf bins.txz hybrid cuda.test *.ptx && rm hybrid cuda.test *.ptx)
-#   there (carry .device/v): V="main u4" bash bench/cuda/mv-ab.sh    # a few minutes a variant
+#   there (carry .device/v): V="main u4" bash bench/cuda/mv-ab.sh
+# V: the builds timed (about 30 s each); X: those checked for exactness
+# (about 2.5 minutes each; default V but main and stage*, the timing-only
+# builds); E: those run end to end (default V but stage*).
 set -u
 P=$(cd ${P:-.device/v} && pwd)
 V=${V:-main}
+X=${X-$(for v in $V; do case $v in main | stage*) ;; *) echo -n "$v " ;; esac; done)}
+E=${E-$(for v in $V; do case $v in stage*) ;; *) echo -n "$v " ;; esac; done)}
 [ -x $P/hybrid ] || tar -xJf $P/bins.txz -C $P
 S=${S:-"Q4_0 2560x2048,Q4_0 5632x2048,Q8_0 2560x2048,Q8_0 5632x2048,Q4_K 4096x4096,Q4_K 12288x4096,Q4_K 11008x4096,Q6_K 4096x11008"}
 for m in tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q4_K_M tinyllama-1.1b:Q8_0 llama-7b:Q4_K_M; do
@@ -33,6 +39,8 @@ for v in $V; do
   echo "== $v: µs a launch and GB/s of weights, sixteen warps a block"
   HYBRID_CUDA_FUSED_PTX=$P/$v.ptx HYBRID_MATVEC_ONLY="$S" timeout 120 taskset -c 0-7 $P/cuda.test -test.v -test.run 'TestDecodeMatVec$' 2>&1 |
     grep -E "MATVEC|FAIL|panic" | sed -E "s/^.*MATVEC//; s/ GB\/s//g; s/one-wave.*16-warps/16w/"
+done
+for v in $X; do
   echo "$v exactness: $(HYBRID_CUDA_FUSED_PTX=$P/$v.ptx timeout 200 taskset -c 0-7 $P/cuda.test -test.run 'TestMatMul/[A-Z0-9_]+/.*/n=(1|5|13|27)$|TestFusedDecodeIsExact|TestFusedBatchIsExact|TestFusedMVRopeVariants|TestFusedMatMuls' 2>&1 | tail -1)"
 done
 cd ../..
@@ -41,7 +49,7 @@ echo "== tg128 tok/s (hybrid bench -p 0 -n 128 -r 3), alternated"
 for f in /tmp/tinyllama-1.1b-Q4_0.gguf /tmp/tinyllama-1.1b-Q4_K_M.gguf /tmp/tinyllama-1.1b-Q8_0.gguf /tmp/llama-7b-Q4_K_M.gguf; do
   for r in 1 2; do
     line="$(basename $f) r$r:"
-    for v in $V; do
+    for v in $E; do
       line="$line $v $(HYBRID_CUDA_FUSED_PTX=$P/$v.ptx $P/hybrid bench --model $f --policies cuda-only -p 0 -n 128 -r 3 2>&1 | grep -E "^\| cuda-only" | awk -F'|' '{gsub(/ /,"",$5); print $5}')"
     done
     echo "$line"

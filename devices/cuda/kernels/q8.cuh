@@ -164,6 +164,28 @@ __device__ __forceinline__ void words16(const uint8_t *p, uint32_t *w) {
 }
 __device__ __forceinline__ int xint(const XQ &x, int e) { return *(const int *)(x.q + xo(e)); }
 __device__ __forceinline__ int4 xint4(const XQ &x, int e) { return *(const int4 *)(x.q + xo(e)); }
+// MV_XBASE takes a lane's activations of one 256-group from one pointer
+// (xo once, then constant offsets) instead of xo for every load: the
+// compiler cannot see that the offsets stay in the group. Off: not yet
+// timed (bench/cuda/mv-ab.sh); it removes about 3 instructions a load
+// (sm_90 SASS of the Q4_K trip, 4 loads).
+#ifndef MV_XBASE
+#define MV_XBASE 0
+#endif
+__device__ __forceinline__ int4 xat4(const int8_t *p, int o) { return *(const int4 *)(p + o); }
+// dp4a_us is dp4a with a's bytes unsigned and b's signed (PTX
+// dp4a.u32.s32): Q4_K's high nibbles in place (16 times their value,
+// Q4K_U8HI), so that they need no shift.
+__device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
+	int d;
+	asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+}
+// Q4K_U8HI sums Q4_K's high nibbles as bytes n·16 (w & 0xf0f0f0f0, no
+// shift), then divides the exact sum by 16. Off: not yet timed.
+#ifndef Q4K_U8HI
+#define Q4K_U8HI 0
+#endif
 // bit4 spreads bits 0..3 of n to bit 4 of bytes 0..3.
 __device__ __forceinline__ uint32_t bit4(uint32_t n) { return ((n & 15) * 0x00204081u & 0x01010101u) << 4; }
 __device__ __forceinline__ float fmd(float a, float b, float c) { return __fmul_rn(__fmul_rn(a, b), c); }
@@ -205,7 +227,12 @@ template <> struct D8<T_Q4_0> {
 		int e = 32 * b + 4 * n * k;
 		int xl[4], xh[4];
 		if (n == 4) { // a whole block: its activations as two 16-byte loads
+#if MV_XBASE
+			const int8_t *xp = x.q + xo(e); // a block of 32 never straddles a 256-group
+			int4 a = xat4(xp, 0), c = xat4(xp, 16);
+#else
 			int4 a = xint4(x, e), c = xint4(x, e + 16);
+#endif
 			xl[0] = a.x, xl[1] = a.y, xl[2] = a.z, xl[3] = a.w, xh[0] = c.x, xh[1] = c.y, xh[2] = c.z, xh[3] = c.w;
 		} else {
 #pragma unroll
@@ -375,16 +402,31 @@ __device__ __forceinline__ void partK(const uint8_t *blk, int k, const XQ &x, in
 			uint4 ha = hp[0], hc = hp[1];
 			h[0] = ha.x, h[1] = ha.y, h[2] = ha.z, h[3] = ha.w, h[4] = hc.x, h[5] = hc.y, h[6] = hc.z, h[7] = hc.w;
 		}
-		const int e = 256 * b + 64 * j;
 		int xs[16];
+#if MV_XBASE
+		const int8_t *xp = x.q + xo(256 * b) + 64 * j; // the lane's 64 activations, in one 256-group
+#else
+		const int e = 256 * b + 64 * j;
+#endif
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
+#if MV_XBASE
+			int4 v = xat4(xp, 16 * i);
+#else
 			int4 v = xint4(x, e + 16 * i);
+#endif
 			xs[4 * i] = v.x, xs[4 * i + 1] = v.y, xs[4 * i + 2] = v.z, xs[4 * i + 3] = v.w;
 		}
 		p0[ci] = 0, p1[ci] = 0;
 #pragma unroll
 		for (int i = 0; i < 8; i++) {
+#if Q4K_U8HI
+			if (!five) {
+				p0[ci] = __dp4a((int)(w[i] & NIB), xs[i], p0[ci]);
+				p1[ci] = dp4a_us(w[i] & ~NIB, xs[8 + i], p1[ci]);
+				continue;
+			}
+#endif
 			uint32_t lo = w[i] & NIB, hi = w[i] >> 4 & NIB;
 			if (five) {
 				lo |= (h[i] >> (2 * j) & 0x01010101u) << 4;
@@ -393,6 +435,9 @@ __device__ __forceinline__ void partK(const uint8_t *blk, int k, const XQ &x, in
 			p0[ci] = __dp4a((int)lo, xs[i], p0[ci]);
 			p1[ci] = __dp4a((int)hi, xs[8 + i], p1[ci]);
 		}
+#if Q4K_U8HI
+		if (!five) p1[ci] >>= 4; // an exact multiple of 16
+#endif
 	}
 #if Q4K_WIDE
 	// d, dmin and the packed scales: one 16-byte load (blocks of 144 and
@@ -489,16 +534,25 @@ template <> struct D8<T_Q6_K> {
 	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) {
 		int hf = k >> 1, kk = k & 1;
 		const uint8_t *ql = blk + 64 * hf + 32 * kk, *qh = blk + 128 + 32 * hf;
+#if !MV_XBASE
 		const int e = 256 * b + 128 * hf;
+#endif
 		int p[4] = {0, 0, 0, 0}; // chunk κ groups 0, 1; chunk κ+2 groups 0, 1
 		uint32_t L[8], G[8];
 		words16<8>(ql, L);
 		words16<8>(qh, G);
 		// The activations of chunks κ and κ+2: 32 bytes each, 16-byte aligned.
 		int X1[8], X2[8];
+#if MV_XBASE
+		const int8_t *xp = x.q + xo(256 * b) + 128 * hf; // the half's 128 activations, in one 256-group
+#endif
 #pragma unroll
 		for (int i = 0; i < 2; i++) {
+#if MV_XBASE
+			int4 a = xat4(xp, 32 * kk + 16 * i), c = xat4(xp, 32 * (kk + 2) + 16 * i);
+#else
 			int4 a = xint4(x, e + 32 * kk + 16 * i), c = xint4(x, e + 32 * (kk + 2) + 16 * i);
+#endif
 			X1[4 * i] = a.x, X1[4 * i + 1] = a.y, X1[4 * i + 2] = a.z, X1[4 * i + 3] = a.w;
 			X2[4 * i] = c.x, X2[4 * i + 1] = c.y, X2[4 * i + 2] = c.z, X2[4 * i + 3] = c.w;
 		}
