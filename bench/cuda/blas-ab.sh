@@ -5,6 +5,7 @@
 # hybrid, cuda.test and rt.test built here (bins.txz, see bench/cuda/README.md).
 # There: bash bench/cuda/blas-ab.sh (about 5 minutes with the 7B; MODELS= a subset).
 set -u
+. bench/cuda/lib.sh
 P=$(cd ${P:-.device/blas} && pwd)
 H=$P/hybrid
 MODELS=${MODELS:-tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q4_K_M tinyllama-1.1b:Q8_0 llama-7b:Q4_K_M}
@@ -34,7 +35,7 @@ for m in $MODELS; do
     for r in 1 2; do
       line="$(basename $f) pp$p:"
       for v in HYBRID_CUBLAS=0 X=1; do
-        line="$line $(env $v $H bench --model $f --policies cuda-only -p $p -n 0 -r 2 2>&1 | grep -E "^\| cuda-only" | awk -F'|' '{gsub(/ /,"",$4); print $4}')"
+        line="$line $(env $v $H bench --model $f --policies cuda-only -p $p -n 0 -r 2 2>&1 | hcol 4)"
       done
       echo "$line"
     done

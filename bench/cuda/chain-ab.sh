@@ -9,6 +9,7 @@
 #   CGO_ENABLED=1 go test -c -tags cuda -ldflags="-s -w" -o .device/chain/rt.test ./runtime
 # There: bash bench/cuda/chain-ab.sh (about 4 minutes with the 7B, MODELS= a subset).
 set -u
+. bench/cuda/lib.sh
 P=$(cd ${P:-.device/chain} && pwd)
 H=$P/hybrid
 MODELS=${MODELS:-tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q4_K_M llama-7b:Q4_K_M}
@@ -32,7 +33,7 @@ for m in $MODELS; do
   for r in 1 2; do
     line="$(basename $f):"
     for v in HYBRID_GREEDY_CHAIN=0 X=1; do
-      line="$line $(env $v $H bench --model $f --policies cuda-only -p 0 -n 128 -r 2 2>&1 | grep -E "^\| cuda-only" | awk -F'|' '{gsub(/ /,"",$5); print $5}')"
+      line="$line $(env $v $H bench --model $f --policies cuda-only -p 0 -n 128 -r 2 2>&1 | hcol 5)"
     done
     echo "$line"
   done

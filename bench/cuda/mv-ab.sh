@@ -24,6 +24,7 @@
 # (about 2.5 minutes each; default V but main and stage*, the timing-only
 # builds); E: those run end to end (default V but stage*).
 set -u
+. bench/cuda/lib.sh
 P=$(cd ${P:-.device/v} && pwd)
 V=${V:-main}
 X=${X-$(for v in $V; do case $v in main | stage*) ;; *) echo -n "$v " ;; esac; done)}
@@ -50,7 +51,7 @@ for f in /tmp/tinyllama-1.1b-Q4_0.gguf /tmp/tinyllama-1.1b-Q4_K_M.gguf /tmp/tiny
   for r in 1 2; do
     line="$(basename $f) r$r:"
     for v in $E; do
-      line="$line $v $(HYBRID_CUDA_FUSED_PTX=$P/$v.ptx $P/hybrid bench --model $f --policies cuda-only -p 0 -n 128 -r 3 2>&1 | grep -E "^\| cuda-only" | awk -F'|' '{gsub(/ /,"",$5); print $5}')"
+      line="$line $v $(HYBRID_CUDA_FUSED_PTX=$P/$v.ptx $P/hybrid bench --model $f --policies cuda-only -p 0 -n 128 -r 3 2>&1 | hcol 5)"
     done
     echo "$line"
   done

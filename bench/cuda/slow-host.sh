@@ -8,12 +8,13 @@
 # fa.sh): H names the hybrid binary, B llama.cpp's bin folder, MODELS a
 # subset ("tl-q4_0 7b-q4_k_m"). About two minutes.
 set -u
+. bench/cuda/lib.sh
 H=${H:-.device/c/hybrid} B=${B:-/tmp/lcpp/build/bin}
 MODELS=${MODELS:-tl-q4_0 7b-q4_k_m}
 C=${C:-3} # the core both share
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 val() { grep -E "tg128" | head -1 | sed -E 's/.*\| *([0-9.]+) ± [0-9.]+ *\|.*/\1/'; }
-hyb() { taskset -c $C $H bench --model $1 --policies cuda-only -p 0 -n 128 -r 3 --threads 1 2>&1 | grep -E "^\| cuda-only" | awk -F'|' '{gsub(/ /,"",$5); print $5}'; }
+hyb() { taskset -c $C $H bench --model $1 --policies cuda-only -p 0 -n 128 -r 3 --threads 1 2>&1 | hcol 5; }
 lcp() { taskset -c $C $B/llama-bench -m $1 -p 0 -n 128 -r 3 -ngl 99 -fa 1 -t 1 2>/dev/null | val; }
 for spec in $MODELS; do
   case $spec in
