@@ -5,14 +5,13 @@
 # load each build by HYBRID_CUDA_FUSED_PTX: TestDecodeMatVec at TinyLlama's
 # and Llama-7B's shapes, each build's exactness (the tests that hold the
 # fused, batched and single-op kernels to each other bit for bit), then
-# tg128, alternated twice. The twenty-first session's variants are in
-# bench/cuda/logs/issue15-2026-11-28-s21.txt. Next to run: -DQ4K_WIDE=0
-# (Q4_K's header and sums in narrow loads, faster alone per mat-vec), and
-# -DQ40_WORDS=1 -DQ80_WORDS=1 (their quants as aligned words shifted into
-# place), -DMV_XBASE=1 (a lane's activations from one pointer) and
-# -DQ4K_U8HI=1 (Q4_K's high nibbles unshifted), -DQ4K_TPB=2 (two lanes a
-# Q4_K block; with -DQ4K_WIDE=0 too), -DMV_STAGE_SKIP=1, a timing-only build (its exactness line fails: it
-# stages no input) that says what a launch's input staging costs.
+# tg128, alternated twice. The twenty-first and twenty-second sessions'
+# variants are in bench/cuda/logs/issue15-2026-11-28-s21.txt and -s22.txt;
+# the macros each build set are in kernels/q8.cuh and kernels/fused.cu
+# (MV_XBASE, Q4K_U8HI, Q4K_WIDE, Q4K_TPB, Q40_WORDS, Q80_WORDS, Q8K_REDUX,
+# MV_NW_EARLY, MVW_THREADS*), each with its measurement. -DMV_STAGE_SKIP=1
+# is a timing-only build (its exactness line fails: it stages no input)
+# that says what a launch's input staging costs.
 #
 #   here:  mkdir -p .device/v && (cd devices/cuda && cp kernels/fused.ptx ../../.device/v/main.ptx &&
 #            nvcc -ptx -arch=compute_80 -O3 -DMV_UNROLL=4 -o ../../.device/v/u4.ptx kernels/fused.cu)
@@ -37,9 +36,9 @@ for m in tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q4_K_M tinyllama-1.1b:Q8_0 llama-7b:
 done
 cd devices/cuda
 for v in $V; do
-  echo "== $v: µs a launch and GB/s of weights, sixteen warps a block"
+  echo "== $v: µs a launch and GB/s of weights, the wide blocks"
   HYBRID_CUDA_FUSED_PTX=$P/$v.ptx HYBRID_MATVEC_ONLY="$S" timeout 120 taskset -c 0-7 $P/cuda.test -test.v -test.run 'TestDecodeMatVec$' 2>&1 |
-    grep -E "MATVEC|FAIL|panic" | sed -E "s/^.*MATVEC//; s/ GB\/s//g; s/one-wave.*16-warps/16w/"
+    grep -E "MATVEC|FAIL|panic" | sed -E "s/^.*MATVEC//; s/ GB\/s//g; s/one-wave.*wide/wide/"
 done
 for v in $X; do
   echo "$v exactness: $(HYBRID_CUDA_FUSED_PTX=$P/$v.ptx timeout 200 taskset -c 0-7 $P/cuda.test -test.run 'TestMatMul/[A-Z0-9_]+/.*/n=(1|5|13|27)$|TestFusedDecodeIsExact|TestFusedBatchIsExact|TestFusedMVRopeVariants|TestFusedMatMuls' 2>&1 | tail -1)"

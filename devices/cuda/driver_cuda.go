@@ -33,6 +33,7 @@ static CUresult hy_enable_peer(CUcontext peer) {
 	return r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED ? CUDA_SUCCESS : r;
 }
 static CUresult hy_max_shared(CUfunction f, int n) { return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, n); }
+static CUresult hy_max_threads(int *n, CUfunction f) { return cuFuncGetAttribute(n, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f); }
 static CUresult hy_host_register(void *p, size_t n) { return cuMemHostRegister(p, n, CU_MEMHOSTREGISTER_READ_ONLY); }
 static CUresult hy_host_unregister(void *p) { return cuMemHostUnregister(p); }
 static CUDA_MEMCPY2D hy_htod_rows(CUdeviceptr dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height) {
@@ -228,6 +229,16 @@ func (m module) function(name string) (C.CUfunction, error) {
 }
 
 func (m module) unload() { C.cuModuleUnload(m.m) }
+
+// maxThreads is the most threads a block of k may have: for a kernel with
+// __launch_bounds__, the bound it was built for.
+func maxThreads(k kernel) (int, error) {
+	var n C.int
+	if err := cuErr("cuFuncGetAttribute "+k.name, C.hy_max_threads(&n, k.fn)); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
 
 // allowShared lets k's launches take up to n bytes of dynamic shared memory
 // (past the 48 KiB a launch gets without asking).

@@ -592,17 +592,21 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		a.ptr(0).ptr(0).ptr(0).ptr(0).i32(0).f32(0).ptr(0).ptr(0)
 	}
 	tk := d.k.byType[w0.typ]
-	warps, k := 8, tk.mv // MV_THREADS / 32
-	if tk.mvw.fn != nil && d.mvWarps() == 16 {
-		warps, k = 16, tk.mvw // MVW_THREADS / 32
+	k, wide := tk.mv, false // MV_THREADS: eight warps
+	if tk.mvw.fn != nil && d.mvWarps() != 8 {
+		k, wide = tk.mvw, true
 	}
 	rb2 := w0.rowBytes
 	if mode == mvRope && ws[2].w.typ != w0.typ {
 		mk := d.k.mvRope[[2]quant.Type{w0.typ, ws[2].w.typ}]
 		k, rb2 = mk[0], ws[2].w.rowBytes
-		if warps == 16 {
+		if wide {
 			k = mk[1]
 		}
+	}
+	warps := 8
+	if wide {
+		warps = k.threads / 32
 	}
 	a.i64(int64(rb2))
 	shmem := stageBytes(w0.typ, cols)
@@ -630,9 +634,10 @@ var mvwTypes = map[quant.Type]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_
 var mvWarpsEnv = os.Getenv("HYBRID_CUDA_MV_WARPS")
 
 // mvWarps is the warps a block of a decode mat-vec takes where its type
-// has mvw_<type>: 8 or 16 as the test hook SetMVWarps or HYBRID_CUDA_MV_WARPS
-// says, else 16. A multiprocessor then normalises and quantizes x for half
-// as many blocks. Measured on an H200 (TestDecodeMatVec, µs a mat-vec, 8
+// has mvw_<type>: 8 where the test hook SetMVWarps or HYBRID_CUDA_MV_WARPS
+// says 8, else the wide kernel's own (its launch bound, kernel.threads: 16
+// as built). A multiprocessor then normalises and quantizes x for half as
+// many blocks. Measured on an H200 (TestDecodeMatVec, µs a mat-vec, 8
 // warps → 16): Llama-7B's Q4_K q,k,v 14.54 → 14.04, gate+up 22.08 → 20.81,
 // down 17.69 → 15.29 (Q6_K 24.57 → 22.41), o 8.11 → 7.26; TinyLlama's Q4_0
 // q,k,v 5.60 → 4.97, down 7.82 → 7.16, gate+up 8.98 → 9.70; decode

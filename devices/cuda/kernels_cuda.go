@@ -68,7 +68,7 @@ type typed struct {
 	mmt4w                  kernel // Q4_0's 128-token tiles, with four warps (mmt4w_q4_0); zero for the other types
 	mmq, mmq64, mmq32      kernel // the same on 8-bit inputs (kernels/mmq.cu), for mmqTypes only; zero for the others
 	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
-	mvw                    kernel // the same with sixteen warps a block, for mvwTypes only
+	mvw                    kernel // the same with more warps a block (its threads), for mvwTypes only
 	mvb, xq                kernel // mat-vecs of several rows on 8-bit activations, and their quantization (kernels/fused.cu)
 	mvt, mvt2              kernel // mvb on 8-bit tensor cores for up to 16 and 32 rows (kernels/fused.cu), for mvtTypes only
 	mvtw, mvtw2            kernel // the same with eight warps a block (mvtWarps)
@@ -115,6 +115,22 @@ func loadKernels() (*kernels, error) {
 			return kernel{}, err
 		}
 		return kernel{name: name, fn: f}, nil
+	}
+	// wideMV is a decode mat-vec of more than eight warps a block
+	// (mvw_ and mvrw_ in kernels/fused.cu): its launches take the block
+	// size it was built for (MVW_THREADS_<type>).
+	wideMV := func(m module, name string) (kernel, error) {
+		k, err := get(m, name)
+		if err != nil {
+			return k, err
+		}
+		if k.threads, err = maxThreads(k); err != nil {
+			return k, err
+		}
+		if k.threads < 256 || k.threads%32 != 0 {
+			return k, fmt.Errorf("%s: built for blocks of %d threads, not a whole number of warps past eight", name, k.threads)
+		}
+		return k, nil
 	}
 	mm, err := load(matmulPTX)
 	if err != nil {
@@ -174,7 +190,7 @@ func loadKernels() (*kernels, error) {
 			return nil, err
 		}
 		if mvwTypes[t] {
-			if tk.mvw, err = get(fm, "mvw_"+n); err != nil {
+			if tk.mvw, err = wideMV(fm, "mvw_"+n); err != nil {
 				return nil, err
 			}
 		}
@@ -243,7 +259,7 @@ func loadKernels() (*kernels, error) {
 		if ks[0], err = get(fm, "mvr_"+n); err != nil {
 			return nil, err
 		}
-		if ks[1], err = get(fm, "mvrw_"+n); err != nil {
+		if ks[1], err = wideMV(fm, "mvrw_"+n); err != nil {
 			return nil, err
 		}
 		k.mvRope[p] = ks

@@ -83,8 +83,9 @@ import (
 
 // kernel is a loaded function; fn is the driver's handle.
 type kernel struct {
-	name string
-	fn   C.CUfunction
+	name    string
+	fn      C.CUfunction
+	threads int // a block's threads where the kernel sets them (wideMV), else 0
 }
 
 // maxArgs is the most parameters a kernel takes (hy_launch's array).

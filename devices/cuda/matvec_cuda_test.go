@@ -44,7 +44,7 @@ func TestDecodeMatVec(t *testing.T) {
 		wave  bool
 		warps int // a block's (mvWarps), where the type has mvw_<type>
 	}
-	vs := []variant{{"one-wave", true, 8}, {"all-blocks", false, 8}, {"16-warps", true, 16}}
+	vs := []variant{{"one-wave", true, 8}, {"all-blocks", false, 8}, {"wide", true, 16}}
 	defer func(w bool) { mvWave = w }(mvWave)
 	defer func() { g.mvWarpsSet = 0 }()
 	only := os.Getenv("HYBRID_MATVEC_ONLY") // "Q4_K 4096x11008": one type and shape, or several split by commas

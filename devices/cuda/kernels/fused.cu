@@ -8,14 +8,37 @@
 #include "tc.cuh"
 
 #define MV_THREADS 256 // 8 warps, each taking rows a grid's warps apart; block_rms_scale needs 256
-#define MVW_THREADS 512 // mvw_<type>: 16 warps, the norm's sums still by the first 256 threads
+// MV_NW_EARLY asks L1 for the norm weight with x, before the norm's block
+// sum, so that its loads after the sum do not wait on L2. Off: mixed on an
+// H200 (TestDecodeMatVec, µs, off → on): Q4_K 12288×4096 norm 12.99 →
+// 13.34, 11008×4096 gate+up 18.30 → 18.08. Loading it into registers
+// instead took Q4_K's kernel from 64 to 102 registers.
+#ifndef MV_NW_EARLY
+#define MV_NW_EARLY 0
+#endif
+// mvw_<type> and mvrw_<type>_<type2>: more warps a block, the norm's sums
+// still by the first 256 threads; each type's block size is its launch
+// bound, which the device reads back (wideMV in kernels_cuda.go). 1024
+// (one block a multiprocessor, so x is staged half as often) measured
+// mixed on an H200 (TestDecodeMatVec, µs, 512 → 1024): Q4_K 4096×4096 6.62
+// → 6.52, 12288×4096 norm 12.99 → 13.27, Q4_0 2560×2048 4.22 → 4.32, and
+// Q6_K, which spills at 64 registers, 19.40 → 21.68; so 512.
+#ifndef MVW_THREADS
+#define MVW_THREADS 512
+#endif
+#ifndef MVW_THREADS_SMALL
+#define MVW_THREADS_SMALL MVW_THREADS // Q4_0, Q8_0, Q4_K and their MV_ROPE launches
+#endif
+#ifndef MVW_THREADS_BIG
+#define MVW_THREADS_BIG MVW_THREADS // Q5_K and Q6_K, more registers a thread
+#endif
 #define MV_PLAIN 0     // up to three weights' rows, one after another
 #define MV_SILU 1      // gate W0 and up W1 row by row; S = silu(Y0)·Y1
 #define MV_ADD 2       // one weight; S = res + Y0
 #define MV_ROPE 3      // q W0, k W1, v W2 rows two by two; then the step's RoPE of q and k and the cache append (rope_kv)
 #define MV_RSC 128     // pairs of a head whose sine and cosine MV_ROPE tabulates (heads up to 256)
 #ifndef MV_STAGE_SKIP
-#define MV_STAGE_SKIP 0 // 1: a timing-only build whose mat-vecs stage no input (wrong products)
+#define MV_STAGE_SKIP 0 // 1: a timing-only build whose mat-vecs stage no input (wrong products); on an H200 it took Q4_K 4096×4096 from 7.36 to 4.78 µs, 12288×4096 norm 14.97 to 10.63, Q4_0 2560×2048 4.55 to 3.33
 #endif
 
 // pair_dots is rows a and b of W (type U, rb bytes a row) times the staged
@@ -150,6 +173,9 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			int c = threadIdx.x + MV_THREADS * j;
 			if (threadIdx.x >= MV_THREADS || 8 * c >= cols) break;
 			float4 a = *(const float4 *)(x + 8 * c), b = *(const float4 *)(x + 8 * c + 4);
+#if MV_NW_EARLY
+			asm volatile("prefetch.global.L1 [%0];" ::"l"(nw + 8 * c));
+#endif
 			v[j][0] = a.x, v[j][1] = a.y, v[j][2] = a.z, v[j][3] = a.w, v[j][4] = b.x, v[j][5] = b.y, v[j][6] = b.z, v[j][7] = b.w;
 #pragma unroll
 			for (int k = 0; k < 8; k++) s = fmaf(v[j][k], v[j][k], s);
@@ -250,19 +276,19 @@ FOR_TYPES(MV)
 // multiprocessor stages x for half as many blocks. The products are mv's
 // bit for bit: the norm's sum is the first 256 threads', and a quantized
 // block does not depend on which warp makes it.
-#define MVW(id, name)                                                                                                                    \
-	extern "C" __global__ void __launch_bounds__(MVW_THREADS)                                                                            \
+#define MVW(id, name, nt)                                                                                                                \
+	extern "C" __global__ void __launch_bounds__(nt)                                                                                     \
 	    mvw_##name(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, \
 	               long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,    \
 	               float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs, long long rb2) {        \
-		mv<id, MVW_THREADS>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S, qo, ko, kc, vc, rope, rscale,  \
-		                    posp, freqs, rb2);                                                                                         \
+		mv<id, nt>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S, qo, ko, kc, vc, rope, rscale, posp,     \
+		           freqs, rb2);                                                                                                        \
 	}
-MVW(T_Q4_0, q4_0)
-MVW(T_Q8_0, q8_0)
-MVW(T_Q4_K, q4_k)
-MVW(T_Q5_K, q5_k)
-MVW(T_Q6_K, q6_k)
+MVW(T_Q4_0, q4_0, MVW_THREADS_SMALL)
+MVW(T_Q8_0, q8_0, MVW_THREADS_SMALL)
+MVW(T_Q4_K, q4_k, MVW_THREADS_SMALL)
+MVW(T_Q5_K, q5_k, MVW_THREADS_BIG)
+MVW(T_Q6_K, q6_k, MVW_THREADS_BIG)
 
 // mvr_<type>_<type2> and mvrw_<type>_<type2>: MV_ROPE's launch (on eight and
 // on sixteen warps a block) where v's weight is of type2 and q's and k's of
@@ -280,7 +306,7 @@ MVW(T_Q6_K, q6_k)
 	}
 #define MVR(id, name, id2, name2)                                     \
 	MVR_K(mvr_##name##_##name2, MV_THREADS, id, id2)                  \
-	MVR_K(mvrw_##name##_##name2, MVW_THREADS, id, id2)
+	MVR_K(mvrw_##name##_##name2, MVW_THREADS_SMALL, id, id2)
 MVR(T_Q4_K, q4_k, T_Q6_K, q6_k)
 MVR(T_Q5_K, q5_k, T_Q6_K, q6_k)
 MVR(T_Q5_0, q5_0, T_Q8_0, q8_0)

@@ -100,6 +100,13 @@ __device__ __forceinline__ void quant32(const V &val, int cols, XQ x, bool q81) 
 // tie) sets iscale = -127/max, q = min(127, iscale·v rounded to nearest
 // even), d = 1/iscale, and bs holds the sum of every 16 q. A block's 32
 // pieces are one warp's lanes, lane l holding piece 32b + l.
+// Q8K_REDUX finds a 256-block's largest magnitude with redux.sync and a
+// ballot instead of a five-step butterfly of three shuffles. Measured on an
+// H200 (TestDecodeMatVec, µs, 0 → 1): Q4_K 12288×4096 norm 12.99 → 12.77,
+// Q6_K 4096×11008 19.40 → 18.87, the other shapes within 1%.
+#ifndef Q8K_REDUX
+#define Q8K_REDUX 1
+#endif
 __device__ __forceinline__ void quant256_piece(int c, const float *v, XQ x) {
 	int lane = threadIdx.x & 31, b = c >> 5, e = 8 * c;
 	float amax = 0, mx = 0;
@@ -108,6 +115,14 @@ __device__ __forceinline__ void quant256_piece(int c, const float *v, XQ x) {
 		float a = fabsf(v[k]);
 		if (a > amax) amax = a, mx = v[k];
 	}
+#if Q8K_REDUX
+	// The warp's largest magnitude by one integer max (a non-negative
+	// float's bits order as it does), its first lane by a ballot, and that
+	// lane's signed value by one shuffle: the butterfly's pick below.
+	unsigned bits = __float_as_uint(amax), top = __reduce_max_sync(FULL, bits);
+	mx = __shfl_sync(FULL, mx, __ffs(__ballot_sync(FULL, bits == top)) - 1);
+	amax = __uint_as_float(top);
+#else
 	int src = lane;
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1) {
@@ -115,6 +130,7 @@ __device__ __forceinline__ void quant256_piece(int c, const float *v, XQ x) {
 		int os = __shfl_xor_sync(FULL, src, o);
 		if (oa > amax || (oa == amax && os < src)) amax = oa, mx = om, src = os;
 	}
+#endif
 	float iscale = amax != 0 ? -127.0f / mx : 0.0f;
 	uint32_t w[2] = {0, 0};
 	int s = 0;
@@ -166,11 +182,10 @@ __device__ __forceinline__ int xint(const XQ &x, int e) { return *(const int *)(
 __device__ __forceinline__ int4 xint4(const XQ &x, int e) { return *(const int4 *)(x.q + xo(e)); }
 // MV_XBASE takes a lane's activations of one 256-group from one pointer
 // (xo once, then constant offsets) instead of xo for every load: the
-// compiler cannot see that the offsets stay in the group. Off: not yet
-// timed (bench/cuda/mv-ab.sh); it removes about 3 instructions a load
-// (sm_90 SASS of the Q4_K trip, 4 loads).
+// compiler cannot see that the offsets stay in the group: about 3
+// instructions a load fewer (sm_90 SASS of the Q4_K trip, 4 loads).
 #ifndef MV_XBASE
-#define MV_XBASE 0
+#define MV_XBASE 1
 #endif
 __device__ __forceinline__ int4 xat4(const int8_t *p, int o) { return *(const int4 *)(p + o); }
 // dp4a_us is dp4a with a's bytes unsigned and b's signed (PTX
@@ -182,9 +197,12 @@ __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
 	return d;
 }
 // Q4K_U8HI sums Q4_K's high nibbles as bytes n·16 (w & 0xf0f0f0f0, no
-// shift), then divides the exact sum by 16. Off: not yet timed.
+// shift), then divides the exact sum by 16. Measured on an H200
+// (TestDecodeMatVec, µs, Q4_K 4096×4096 / 12288×4096 / 11008×4096 gate+up,
+// both with Q4K_WIDE 0): neither 6.76 / 13.35 / 18.36, with MV_XBASE and
+// Q4K_U8HI 6.67 / 12.97 / 18.06.
 #ifndef Q4K_U8HI
-#define Q4K_U8HI 0
+#define Q4K_U8HI 1
 #endif
 // bit4 spreads bits 0..3 of n to bit 4 of bytes 0..3.
 __device__ __forceinline__ uint32_t bit4(uint32_t n) { return ((n & 15) * 0x00204081u & 0x01010101u) << 4; }
@@ -210,11 +228,11 @@ template <int T> struct D8 { // not a block type: the f32 path, never called
 // Q40_WORDS and Q80_WORDS read a lane's 16 quant bytes of Q4_0 (a whole
 // block) and Q8_0 (half of one) as five aligned words shifted into place
 // (words16) instead of eight 2-byte loads: fewer loads for a few more
-// shifts. Off: not yet timed at the sixteen-warp kernels (an older kernel
-// measured it slower for these types, words16's comment); the next A/B
-// (bench/cuda/mv-ab.sh).
+// shifts. Measured on an H200 (TestDecodeMatVec, µs, off → on): Q4_0
+// 2560×2048 4.55 → 4.20, 5632×2048 gate+up 8.57 → 8.11; Q8_0 2560×2048
+// 5.56 → 5.19 but 5632×2048 gate+up 12.04 → 13.20, so Q8_0's stays off.
 #ifndef Q40_WORDS
-#define Q40_WORDS 0
+#define Q40_WORDS 1
 #endif
 #ifndef Q80_WORDS
 #define Q80_WORDS 0
@@ -372,14 +390,10 @@ __device__ __forceinline__ void scaleMinK4w(int j, uint32_t s0, uint32_t s1, uin
 // Q4K_WIDE reads a Q4_K or Q5_K block's header (d, dmin, scales) in one
 // 16-byte load and the activations' four sums of 16 in one 8-byte load;
 // 0 reads them as 4- and 2-byte words. Measured on an H200
-// (TestDecodeMatVec, µs, scales as byte pairs both; two calls on two
-// machines whose unchanged kernels timed within 2%): 0 / 1, 4096×4096 6.79
-// / 7.17, 12288×4096 13.08 / 14.40, 11008×4096 gate+up 18.68 / 20.64. The
-// end-to-end table of the twenty-first session ran 1 (with the other
-// types' 16-byte activation loads, which it came with); 0 with them is the
-// next A/B (bench/cuda/mv-ab.sh).
+// (TestDecodeMatVec, µs, 1 → 0, one call): 4096×4096 7.36 → 6.76,
+// 12288×4096 14.97 → 13.35, 11008×4096 gate+up 20.11 → 18.36.
 #ifndef Q4K_WIDE
-#define Q4K_WIDE 1
+#define Q4K_WIDE 0
 #endif
 
 // Q4_K and Q5_K: lane k takes the NC chunks j = NC·k.. of 32 quant bytes
@@ -500,8 +514,11 @@ __device__ __forceinline__ float finK(const uint8_t *blk, const XQ &x, int b, in
 // Q4K_TPB is the lanes a Q4_K block takes: 4, or 2 (each lane two chunks).
 // The nineteenth session measured 2 faster on the 7B's long rows (4096×11008
 // 15.30 → 13.48 µs) and slower on TinyLlama's 2048 columns (4.51 → 4.97),
-// before the scales were unpacked as byte pairs; the next A/B
-// (bench/cuda/mv-ab.sh). The batched kernels follow either order (mvt: the
+// before the scales were unpacked as byte pairs. With them (and MV_XBASE,
+// Q4K_U8HI, Q4K_WIDE 1; µs, 4 → 2 lanes): 4096×4096 6.90 → 6.37,
+// 12288×4096 13.60 → 13.24, 11008×4096 gate+up 20.21 → 18.88, but the
+// four-lane build with Q4K_WIDE 0 was faster on the two larger shapes
+// (12.97, 18.06), which are most of a 7B step; it stays 4. The batched kernels follow either order (mvt: the
 // decode's lane groups).
 #ifndef Q4K_TPB
 #define Q4K_TPB 4
