@@ -8,14 +8,6 @@
 #include "tc.cuh"
 
 #define MV_THREADS 256 // 8 warps, each taking rows a grid's warps apart; block_rms_scale needs 256
-// MV_NW_EARLY asks L1 for the norm weight with x, before the norm's block
-// sum, so that its loads after the sum do not wait on L2. Off: mixed on an
-// H200 (TestDecodeMatVec, µs, off → on): Q4_K 12288×4096 norm 12.99 →
-// 13.34, 11008×4096 gate+up 18.30 → 18.08. Loading it into registers
-// instead took Q4_K's kernel from 64 to 102 registers.
-#ifndef MV_NW_EARLY
-#define MV_NW_EARLY 0
-#endif
 // mvw_<type> and mvrw_<type>_<type2>: more warps a block, the norm's sums
 // still by the first 256 threads; each type's block size is its launch
 // bound, which the device reads back (wideMV in kernels_cuda.go). 1024
@@ -166,16 +158,17 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		// (the same values, in the same order, as block_rms_scale and
 		// the general path below).
 		// The first 256 threads hold the row (as block_rms_scale sums it);
-		// in a block of 512 the others only wait for them.
+		// in a block of 512 the others only wait for them. The norm weight
+		// is read after the sum: asking L1 for it with x measured mixed
+		// on an H200 (µs, Q4_K 12288×4096 12.99 → 13.34, 11008×4096
+		// gate+up 18.30 → 18.08), and holding it in registers took Q4_K's
+		// kernel from 64 to 102 registers.
 		float v[RP][8], s = 0;
 #pragma unroll
 		for (int j = 0; j < RP; j++) {
 			int c = threadIdx.x + MV_THREADS * j;
 			if (threadIdx.x >= MV_THREADS || 8 * c >= cols) break;
 			float4 a = *(const float4 *)(x + 8 * c), b = *(const float4 *)(x + 8 * c + 4);
-#if MV_NW_EARLY
-			asm volatile("prefetch.global.L1 [%0];" ::"l"(nw + 8 * c));
-#endif
 			v[j][0] = a.x, v[j][1] = a.y, v[j][2] = a.z, v[j][3] = a.w, v[j][4] = b.x, v[j][5] = b.y, v[j][6] = b.z, v[j][7] = b.w;
 #pragma unroll
 			for (int k = 0; k < 8; k++) s = fmaf(v[j][k], v[j][k], s);

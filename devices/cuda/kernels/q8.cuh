@@ -100,13 +100,6 @@ __device__ __forceinline__ void quant32(const V &val, int cols, XQ x, bool q81) 
 // tie) sets iscale = -127/max, q = min(127, iscale·v rounded to nearest
 // even), d = 1/iscale, and bs holds the sum of every 16 q. A block's 32
 // pieces are one warp's lanes, lane l holding piece 32b + l.
-// Q8K_REDUX finds a 256-block's largest magnitude with redux.sync and a
-// ballot instead of a five-step butterfly of three shuffles. Measured on an
-// H200 (TestDecodeMatVec, µs, 0 → 1): Q4_K 12288×4096 norm 12.99 → 12.77,
-// Q6_K 4096×11008 19.40 → 18.87, the other shapes within 1%.
-#ifndef Q8K_REDUX
-#define Q8K_REDUX 1
-#endif
 __device__ __forceinline__ void quant256_piece(int c, const float *v, XQ x) {
 	int lane = threadIdx.x & 31, b = c >> 5, e = 8 * c;
 	float amax = 0, mx = 0;
@@ -115,22 +108,15 @@ __device__ __forceinline__ void quant256_piece(int c, const float *v, XQ x) {
 		float a = fabsf(v[k]);
 		if (a > amax) amax = a, mx = v[k];
 	}
-#if Q8K_REDUX
 	// The warp's largest magnitude by one integer max (a non-negative
-	// float's bits order as it does), its first lane by a ballot, and that
-	// lane's signed value by one shuffle: the butterfly's pick below.
+	// float's bits order as it does), its first lane (the first on a tie)
+	// by a ballot, and that lane's signed value by one shuffle. Measured on
+	// an H200 against a five-step butterfly of three shuffles
+	// (TestDecodeMatVec, µs): Q4_K 12288×4096 norm 12.99 → 12.77, Q6_K
+	// 4096×11008 19.40 → 18.87, the other shapes within 1%.
 	unsigned bits = __float_as_uint(amax), top = __reduce_max_sync(FULL, bits);
 	mx = __shfl_sync(FULL, mx, __ffs(__ballot_sync(FULL, bits == top)) - 1);
 	amax = __uint_as_float(top);
-#else
-	int src = lane;
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1) {
-		float oa = __shfl_xor_sync(FULL, amax, o), om = __shfl_xor_sync(FULL, mx, o);
-		int os = __shfl_xor_sync(FULL, src, o);
-		if (oa > amax || (oa == amax && os < src)) amax = oa, mx = om, src = os;
-	}
-#endif
 	float iscale = amax != 0 ? -127.0f / mx : 0.0f;
 	uint32_t w[2] = {0, 0};
 	int s = 0;
@@ -518,8 +504,8 @@ __device__ __forceinline__ float finK(const uint8_t *blk, const XQ &x, int b, in
 // Q4K_U8HI, Q4K_WIDE 1; µs, 4 → 2 lanes): 4096×4096 6.90 → 6.37,
 // 12288×4096 13.60 → 13.24, 11008×4096 gate+up 20.21 → 18.88, but the
 // four-lane build with Q4K_WIDE 0 was faster on the two larger shapes
-// (12.97, 18.06), which are most of a 7B step; it stays 4. The batched kernels follow either order (mvt: the
-// decode's lane groups).
+// (12.97, 18.06), which are most of a 7B step; it stays 4. The batched
+// kernels follow either order (mvt: the decode's lane groups).
 #ifndef Q4K_TPB
 #define Q4K_TPB 4
 #endif
