@@ -124,7 +124,11 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // bench; TestDecodeMatVec times the layers' shapes): Llama-7B's decode 229
 // -> 286 tok/s against a block for every eight rows. Asking L2 for the rows
 // ahead (prefetch.global.L2), two rows a warp at once, and letting the next
-// kernel start early (programmatic dependent launch) were each slower.
+// kernel start early (programmatic dependent launch) were each slower; so
+// was streaming a warp's rows into shared memory with the copy engine
+// (cp.async.bulk, sm_90; branch experiment/tma): on an H200 exact but
+// 1.4-2.4× the instructions (ncu), Q4_K 4096×11008 13.4 → 15.6 µs, Q6_K
+// alone faster (18.9 → 17.5).
 template <int T, int NT, int T2 = T>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
