@@ -143,6 +143,22 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // (cp.async.bulk, sm_90; branch experiment/tma): on an H200 exact but
 // 1.4-2.4× the instructions (ncu), Q4_K 4096×11008 13.4 → 15.6 µs, Q6_K
 // alone faster (18.9 → 17.5).
+// mv_row is unit g of an mv launch (not MV_ROPE's): its weight row W (and
+// with MV_SILU the up row U, else 0), and where its product goes, Y[row].
+__device__ __forceinline__ void mv_row(int g, int mode, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, float *Y0, float *Y1,
+                                       float *Y2, int r0, int r1, const uint8_t *&W, const uint8_t *&U, float *&Y, int &row) {
+	U = 0, Y = Y0, row = g;
+	if (mode == MV_SILU) {
+		W = W0 + g * rb, U = W1 + g * rb;
+	} else if (g < r0) {
+		W = W0 + g * rb;
+	} else if (g < r0 + r1) {
+		row = g - r0, W = W1 + row * rb, Y = Y1;
+	} else {
+		row = g - r0 - r1, W = W2 + row * rb, Y = Y2;
+	}
+}
+
 #if MV_NW_ASYNC || MV_FIRST
 __device__ __forceinline__ uint32_t dyn_smem() {
 	uint32_t n;
@@ -202,8 +218,10 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		const int CH = MV_FIRST && D8<T>::block ? first_chunk<T>() : 0;
 		if (MV_FIRST && D8<T>::block && mode != MV_ROPE && g0 < total && dyn >= f0 + (NT / 32) * 2 * CH + 16) {
 			fr = (uint8_t *)smem + f0 + warp * 2 * CH;
-			const uint8_t *w[2] = {mode == MV_SILU ? W0 + g0 * rb : g0 < r0 ? W0 + g0 * rb : g0 < r0 + r1 ? W1 + (g0 - r0) * rb : W2 + (g0 - r0 - r1) * rb,
-			                       mode == MV_SILU ? W1 + g0 * rb : 0};
+			const uint8_t *w[2];
+			float *y;
+			int row;
+			mv_row(g0, mode, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, w[0], w[1], y, row);
 			int n = min(32 / D8<T>::TPB, cols / (D8<T>::block ? D8<T>::block : 1)) * D8<T>::bytes;
 			for (int r = 0; r < (mode == MV_SILU ? 2 : 1); r++) {
 				uintptr_t a = (uintptr_t)w[r] & ~(uintptr_t)15;
@@ -323,19 +341,10 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			rope_rows<T, T2>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, rb2, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc, rope, rscale, posp, freqs, rsc);
 			continue;
 		}
-		// Row g of the launch: its weight row(s), product and index.
-		const uint8_t *W, *U = 0;
-		float *Y = Y0;
-		int row = g;
-		if (mode == MV_SILU) {
-			W = W0 + g * rb, U = W1 + g * rb;
-		} else if (g < r0) {
-			W = W0 + g * rb;
-		} else if (g < r0 + r1) {
-			row = g - r0, W = W1 + row * rb, Y = Y1;
-		} else {
-			row = g - r0 - r1, W = W2 + row * rb, Y = Y2;
-		}
+		const uint8_t *W, *U;
+		float *Y;
+		int row;
+		mv_row(g, mode, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, W, U, Y, row);
 		float y[2];
 		if (D8<T>::block) {
 			const uint8_t *rs[2] = {W, U};
