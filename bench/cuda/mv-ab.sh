@@ -10,11 +10,7 @@
 # the macros each build set are in kernels/q8.cuh and kernels/fused.cu
 # (MV_XBASE, Q4K_U8HI, Q4K_WIDE, Q4K_TPB, Q40_WORDS, Q80_WORDS, MVW_THREADS*),
 # each with its measurement (Q8K_REDUX, now the only code, and MV_NW_EARLY,
-# dropped, were the twenty-second session's). A build named with a "+p"
-# suffix (V="main first+p": first.ptx) runs with HYBRID_CUDA_MV_PROLOGUE=1,
-# the room its MV_NW_ASYNC and MV_FIRST copies need (the twenty-third
-# session's prepared builds: nwa = -DMV_NW_ASYNC=1, first = -DMV_FIRST=1,
-# both = the two). -DMV_STAGE_SKIP=1
+# dropped, were the twenty-second session's). -DMV_STAGE_SKIP=1
 # is a timing-only build (its exactness line fails: it stages no input)
 # that says what a launch's input staging costs.
 #
@@ -34,16 +30,6 @@ V=${V:-main}
 X=${X-$(for v in $V; do case $v in main | stage*) ;; *) echo -n "$v " ;; esac; done)}
 E=${E-$(for v in $V; do case $v in stage*) ;; *) echo -n "$v " ;; esac; done)}
 [ -x $P/hybrid ] || tar -xJf $P/bins.txz -C $P
-# run V CMD...: CMD with build V's kernels (and, for a "+p" build, the room
-# for its prologue copies)
-run() {
-  local v=$1
-  shift
-  case $v in
-  *+p) HYBRID_CUDA_MV_PROLOGUE=1 HYBRID_CUDA_FUSED_PTX=$P/${v%+p}.ptx "$@" ;;
-  *) HYBRID_CUDA_FUSED_PTX=$P/$v.ptx "$@" ;;
-  esac
-}
 S=${S:-"Q4_0 2560x2048,Q4_0 5632x2048,Q8_0 2560x2048,Q8_0 5632x2048,Q4_K 4096x4096,Q4_K 12288x4096,Q4_K 11008x4096,Q6_K 4096x11008"}
 for m in tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q4_K_M tinyllama-1.1b:Q8_0 llama-7b:Q4_K_M; do
   f=/tmp/${m%%:*}-${m##*:}.gguf
@@ -52,11 +38,11 @@ done
 cd devices/cuda
 for v in $V; do
   echo "== $v: µs a launch and GB/s of weights, the wide blocks"
-  HYBRID_MATVEC_ONLY="$S" run $v timeout 120 taskset -c 0-7 $P/cuda.test -test.v -test.run 'TestDecodeMatVec$' 2>&1 |
+  HYBRID_CUDA_FUSED_PTX=$P/$v.ptx HYBRID_MATVEC_ONLY="$S" timeout 120 taskset -c 0-7 $P/cuda.test -test.v -test.run 'TestDecodeMatVec$' 2>&1 |
     grep -E "MATVEC|FAIL|panic" | sed -E "s/^.*MATVEC//; s/ GB\/s//g; s/one-wave.*wide/wide/"
 done
 for v in $X; do
-  echo "$v exactness: $(run $v timeout 200 taskset -c 0-7 $P/cuda.test -test.run 'TestMatMul/[A-Z0-9_]+/.*/n=(1|5|13|27)$|TestFusedDecodeIsExact|TestFusedBatchIsExact|TestFusedMVRopeVariants|TestFusedMatMuls' 2>&1 | tail -1)"
+  echo "$v exactness: $(HYBRID_CUDA_FUSED_PTX=$P/$v.ptx timeout 200 taskset -c 0-7 $P/cuda.test -test.run 'TestMatMul/[A-Z0-9_]+/.*/n=(1|5|13|27)$|TestFusedDecodeIsExact|TestFusedBatchIsExact|TestFusedMVRopeVariants|TestFusedMatMuls' 2>&1 | tail -1)"
 done
 cd ../..
 while pgrep -f "hybrid synth" >/dev/null; do sleep 2; done
@@ -65,7 +51,7 @@ for f in /tmp/tinyllama-1.1b-Q4_0.gguf /tmp/tinyllama-1.1b-Q4_K_M.gguf /tmp/tiny
   for r in 1 2; do
     line="$(basename $f) r$r:"
     for v in $E; do
-      line="$line $v $(run $v $P/hybrid bench --model $f --policies cuda-only -p 0 -n 128 -r 3 2>&1 | hcol 5)"
+      line="$line $v $(HYBRID_CUDA_FUSED_PTX=$P/$v.ptx $P/hybrid bench --model $f --policies cuda-only -p 0 -n 128 -r 3 2>&1 | hcol 5)"
     done
     echo "$line"
   done

@@ -610,9 +610,6 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	}
 	a.i64(int64(rb2))
 	shmem := stageBytes(w0.typ, cols)
-	if wide && mvPrologue {
-		shmem = prologueShared(w0.typ, cols, warps, nw != 0, mode != mvRope)
-	}
 	blocks, err := mvBlocks(d, k, (total+warps-1)/warps, 32*warps, shmem)
 	if err != nil {
 		return err
@@ -653,37 +650,6 @@ func (d *Device) mvWarps() int {
 		return 8
 	}
 	return 16
-}
-
-// mvPrologue is HYBRID_CUDA_MV_PROLOGUE=1: the wide decode mat-vecs get
-// room for the copies MV_NW_ASYNC and MV_FIRST builds of kernels/fused.cu
-// make first (prologueShared), for an A/B of those builds
-// (bench/cuda/mv-ab.sh); kernels built without them leave it unused.
-var mvPrologue = os.Getenv("HYBRID_CUDA_MV_PROLOGUE") == "1"
-
-// prologueMax is the most dynamic shared memory a wide mat-vec launch may
-// take with mvPrologue (allowShared at load).
-const prologueMax = 160 << 10
-
-// firstTrip is the bytes of a row's first trip in a wide mat-vec
-// (32/TPB blocks, q8.cuh's D8<T>), by type.
-var firstTrip = map[quant.Type]int{quant.Q4_0: 32 * 18, quant.Q8_0: 16 * 34, quant.Q4_K: 8 * 144, quant.Q5_K: 8 * 176, quant.Q6_K: 8 * 210}
-
-// prologueShared is a wide mat-vec launch's dynamic shared memory with
-// mvPrologue, laid out as mv reads it: x's staging to a 128-byte boundary,
-// nw's copy (4·cols bytes, where the launch has a norm), each warp's two
-// first-trip chunks (first_chunk: the trip's bytes from the 16-byte
-// boundary below them to the one above; none for MV_ROPE), 16 bytes of
-// slack.
-func prologueShared(t quant.Type, cols, warps int, norm, first bool) int {
-	n := (stageBytes(t, cols) + 127) &^ 127
-	if norm {
-		n += 4 * cols
-	}
-	if first {
-		n += warps * 2 * ((firstTrip[t] + 30) &^ 15)
-	}
-	return min(n+16, prologueMax)
 }
 
 // mvWave limits a mat-vec launch to one wave (mvBlocks); tests turn it off

@@ -193,11 +193,6 @@ func loadKernels() (*kernels, error) {
 			if tk.mvw, err = wideMV(fm, "mvw_"+n); err != nil {
 				return nil, err
 			}
-			if mvPrologue {
-				if err := allowShared(tk.mvw, prologueMax); err != nil {
-					return nil, err
-				}
-			}
 		}
 		if tk.mvb, err = get(fm, "mvb_"+n); err != nil {
 			return nil, err

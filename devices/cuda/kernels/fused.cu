@@ -29,20 +29,6 @@
 #define MV_ADD 2       // one weight; S = res + Y0
 #define MV_ROPE 3      // q W0, k W1, v W2 rows two by two; then the step's RoPE of q and k and the cache append (rope_kv)
 #define MV_RSC 128     // pairs of a head whose sine and cosine MV_ROPE tabulates (heads up to 256)
-// MV_NW_ASYNC and MV_FIRST (off; builds for the next A/B, bench/cuda/mv-ab.sh,
-// their launches given room by HYBRID_CUDA_MV_PROLOGUE=1, launchMV): a wide
-// mat-vec's first act copies, by cp.async into shared memory past x's
-// staging, the norm weight (each thread the pieces it will scale) and each
-// warp's first trip of its first row (or gate and up rows), so that these
-// loads are in flight while x is read, summed and quantized, instead of
-// after. The products are the same: the same bytes, read in the same
-// order. Neither has run on a GPU yet.
-#ifndef MV_NW_ASYNC
-#define MV_NW_ASYNC 0
-#endif
-#ifndef MV_FIRST
-#define MV_FIRST 0
-#endif
 #ifndef MV_STAGE_SKIP
 #define MV_STAGE_SKIP 0 // 1: a timing-only build whose mat-vecs stage no input (wrong products); on an H200 it took Q4_K 4096×4096 from 7.36 to 4.78 µs, 12288×4096 norm 14.97 to 10.63, Q4_0 2560×2048 4.55 to 3.33
 #endif
@@ -142,34 +128,13 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // was streaming a warp's rows into shared memory with the copy engine
 // (cp.async.bulk, sm_90; branch experiment/tma): on an H200 exact but
 // 1.4-2.4× the instructions (ncu), Q4_K 4096×11008 13.4 → 15.6 µs, Q6_K
-// alone faster (18.9 → 17.5).
-// mv_row is unit g of an mv launch (not MV_ROPE's): its weight row W (and
-// with MV_SILU the up row U, else 0), and where its product goes, Y[row].
-__device__ __forceinline__ void mv_row(int g, int mode, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, long long rb, float *Y0, float *Y1,
-                                       float *Y2, int r0, int r1, const uint8_t *&W, const uint8_t *&U, float *&Y, int &row) {
-	U = 0, Y = Y0, row = g;
-	if (mode == MV_SILU) {
-		W = W0 + g * rb, U = W1 + g * rb;
-	} else if (g < r0) {
-		W = W0 + g * rb;
-	} else if (g < r0 + r1) {
-		row = g - r0, W = W1 + row * rb, Y = Y1;
-	} else {
-		row = g - r0 - r1, W = W2 + row * rb, Y = Y2;
-	}
-}
-
-#if MV_NW_ASYNC || MV_FIRST
-__device__ __forceinline__ uint32_t dyn_smem() {
-	uint32_t n;
-	asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
-	return n;
-}
-// first_chunk is the room a row's first trip takes (MV_FIRST): its blocks,
-// from the 16-byte boundary below them to the one above.
-template <int T> __device__ __forceinline__ constexpr int first_chunk() { return ((32 / D8<T>::TPB) * D8<T>::bytes + 30) & ~15; }
-#endif
-
+// alone faster (18.9 → 17.5). So was copying, by cp.async into shared
+// memory before x is staged, the norm weight and each warp's first trip of
+// weight bytes (builds MV_NW_ASYNC and MV_FIRST, since removed; H200,
+// tg128 TinyLlama Q4_0 1469 → 1451 / 1354, Llama-7B 486 → 472 / 455): the
+// room they take leaves fewer blocks a multiprocessor (Q4_K 4096×4096
+// without a norm 5.57 → 5.73 µs), and the first trip's copy added more
+// than it hid (6.63 µs).
 template <int T, int NT, int T2 = T>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
@@ -194,44 +159,6 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	float *xs = (float *)smem;
 	const int RP = 4; // pieces of eight a thread holds in registers: rows up to 8192
 	bool aligned = (((uintptr_t)x | (uintptr_t)nw | (uintptr_t)nout) & 15) == 0;
-#if MV_NW_ASYNC || MV_FIRST
-	// The prologue (MV_NW_ASYNC, MV_FIRST), where the launch made room:
-	// shared memory past x's staging holds nw's copy (4·cols bytes, where
-	// nw is set), then each warp's two first-trip chunks, then 16 bytes of
-	// slack (words16 reads a little past a block).
-	float *nws = 0;
-	uint8_t *fr = 0;
-	int g0 = blockIdx.x * (NT / 32) + warp;
-	{
-		uint32_t p0 = (xqBytes(cols) + 127) & ~127, dyn = dyn_smem(), f0 = p0 + (nw ? 4 * cols : 0);
-		if (MV_NW_ASYNC && D8<T>::block && nw && (cols & 7) == 0 && cols <= 8 * MV_THREADS * RP && aligned && dyn >= f0) {
-			nws = (float *)((uint8_t *)smem + p0);
-#pragma unroll
-			for (int j = 0; j < RP; j++) {
-				int c = threadIdx.x + MV_THREADS * j;
-				if (threadIdx.x >= MV_THREADS || 8 * c >= cols) break;
-				cp_async16(nws + 8 * c, nw + 8 * c, 16);
-				cp_async16(nws + 8 * c + 4, nw + 8 * c + 4, 16);
-			}
-			cp_async_commit();
-		}
-		const int CH = MV_FIRST && D8<T>::block ? first_chunk<T>() : 0;
-		if (MV_FIRST && D8<T>::block && mode != MV_ROPE && g0 < total && dyn >= f0 + (NT / 32) * 2 * CH + 16) {
-			fr = (uint8_t *)smem + f0 + warp * 2 * CH;
-			const uint8_t *w[2];
-			float *y;
-			int row;
-			mv_row(g0, mode, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, w[0], w[1], y, row);
-			int n = min(32 / D8<T>::TPB, cols / (D8<T>::block ? D8<T>::block : 1)) * D8<T>::bytes;
-			for (int r = 0; r < (mode == MV_SILU ? 2 : 1); r++) {
-				uintptr_t a = (uintptr_t)w[r] & ~(uintptr_t)15;
-				int m = (int)((((uintptr_t)w[r] + n + 15) & ~(uintptr_t)15) - a) / 16;
-				for (int i = lane; i < m; i += 32) cp_async16(fr + r * CH + 16 * i, (const void *)(a + 16 * i), 16);
-			}
-			cp_async_commit();
-		}
-	}
-#endif
 	if (MV_STAGE_SKIP) {
 		// Timing only (bench/cuda/mv-ab.sh): no input staged, so the
 		// products are wrong; what the staging costs a launch.
@@ -257,27 +184,11 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			for (int k = 0; k < 8; k++) s = fmaf(v[j][k], v[j][k], s);
 		}
 		float scale = 1.0f / sqrtf(block_sum(s, part) / cols + eps);
-#if MV_NW_ASYNC
-		if (nws) {
-			if (fr)
-				cp_async_wait<1>(); // the first trip's copies, committed after nw's, may still be on their way
-			else
-				cp_async_wait<0>();
-		}
-#endif
 #pragma unroll
 		for (int j = 0; j < RP; j++) {
 			int c = threadIdx.x + MV_THREADS * j;
 			if (threadIdx.x >= MV_THREADS || 8 * c >= cols) break;
-#if MV_NW_ASYNC
-			float4 a, b;
-			if (nws)
-				a = *(const float4 *)(nws + 8 * c), b = *(const float4 *)(nws + 8 * c + 4);
-			else
-				a = *(const float4 *)(nw + 8 * c), b = *(const float4 *)(nw + 8 * c + 4);
-#else
 			float4 a = *(const float4 *)(nw + 8 * c), b = *(const float4 *)(nw + 8 * c + 4);
-#endif
 			float w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
 			for (int k = 0; k < 8; k++) v[j][k] = rms_apply(v[j][k], scale, w[k]);
@@ -331,9 +242,6 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			for (int i = threadIdx.x; i < cols; i += blockDim.x) xs[i] = val(i);
 		}
 	}
-#if MV_NW_ASYNC || MV_FIRST
-	if (fr || nws) cp_async_wait<0>(); // the barrier then shows every lane's copies to the warp
-#endif
 	__syncthreads();
 	int nb = cols / (D8<T>::block ? D8<T>::block : 1);
 	for (int g = blockIdx.x * (NT / 32) + warp; g < total; g += nwarps) {
@@ -341,30 +249,26 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			rope_rows<T, T2>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, rb2, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc, rope, rscale, posp, freqs, rsc);
 			continue;
 		}
-		const uint8_t *W, *U;
-		float *Y;
-		int row;
-		mv_row(g, mode, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, W, U, Y, row);
+		// Row g of the launch: its weight row(s), product and index.
+		const uint8_t *W, *U = 0;
+		float *Y = Y0;
+		int row = g;
+		if (mode == MV_SILU) {
+			W = W0 + g * rb, U = W1 + g * rb;
+		} else if (g < r0) {
+			W = W0 + g * rb;
+		} else if (g < r0 + r1) {
+			row = g - r0, W = W1 + row * rb, Y = Y1;
+		} else {
+			row = g - r0 - r1, W = W2 + row * rb, Y = Y2;
+		}
 		float y[2];
 		if (D8<T>::block) {
 			const uint8_t *rs[2] = {W, U};
-#if MV_FIRST
-			// The warp's first row takes its first trip from the
-			// prologue's copy (at the row's offset from a 16-byte
-			// boundary), the others from the weight: one instance of the
-			// loop either way.
-			const uint8_t *f[2] = {W, U};
-			if (fr && g == g0) f[0] = fr + ((uintptr_t)W & 15), f[1] = fr + first_chunk<T>() + ((uintptr_t)U & 15);
-			if (mode == MV_SILU)
-				row_dotq<T, 2, true>(rs, xq, nb, lane, y, f);
-			else
-				row_dotq<T, 1, true>(rs, xq, nb, lane, y, f);
-#else
 			if (mode == MV_SILU)
 				row_dotq<T, 2>(rs, xq, nb, lane, y);
 			else
 				row_dotq<T, 1>(rs, xq, nb, lane, y);
-#endif
 		} else if (mode == MV_SILU) {
 			row_dot2<T>(W, U, xs, cols / 8, lane, y[0], y[1]);
 		} else {

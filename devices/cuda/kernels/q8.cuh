@@ -701,43 +701,13 @@ template <> struct D8<T_IQ4_XS> {
 #define Q6K_UNROLL 1
 #endif
 
-// dot_trip is trip it of row_dotq for R rows (rows[r] the address of a
-// row's block 0; ok where the lane's group has a block): lane k of its
-// group's TPB sums block it·per+first's integer terms with part, the group
-// adds them by butterfly (exact), and its first lane adds the block's float
-// term to acc. Every lane runs it, so that the shuffles see the whole warp.
-template <int T, int R>
-__device__ __forceinline__ void dot_trip(const uint8_t *const *rows, const XQ &x, int it, bool ok, int k, int first, float *acc) {
-	typedef D8<T> D;
-	const int per = 32 / D::TPB;
-	int b = it * per + first;
-	int dot[R], off[R];
-	uint32_t hw[R];
-#pragma unroll
-	for (int r = 0; r < R; r++) {
-		dot[r] = 0, off[r] = 0, hw[r] = 0;
-		if (ok) D::part(rows[r] + (long long)b * D::bytes, k, x, b, dot[r], off[r], hw[r]);
-	}
-#pragma unroll
-	for (int o = 1; o < D::TPB; o <<= 1)
-#pragma unroll
-		for (int r = 0; r < R; r++) {
-			dot[r] += __shfl_xor_sync(FULL, dot[r], o);
-			if (D::hasOff) off[r] += __shfl_xor_sync(FULL, off[r], o);
-		}
-	if (ok && k == 0)
-#pragma unroll
-		for (int r = 0; r < R; r++) acc[r] = __fadd_rn(acc[r], D::fin(rows[r] + (long long)b * D::bytes, x, b, dot[r], off[r], hw[r]));
-}
-
 // row_dotq is R rows' dot products with x over nb blocks for one warp: the
 // lanes take blocks in groups of TPB, sum each block's integer terms across
-// its group (exact), and the group's first lane adds the block's float term
-// (dot_trip); then the lanes reduce by butterfly. With F, trip 0 reads its
-// blocks at rows0 instead (a copy in shared memory, MV_FIRST in fused.cu),
-// in the same order.
-template <int T, int R, bool F = false>
-__device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x, int nb, int lane, float *y, const uint8_t *const *rows0 = 0) {
+// its group (exact), and the group's first lane adds the block's float term;
+// then the lanes reduce by butterfly. Every lane runs every iteration, so the
+// shuffles see the whole warp.
+template <int T, int R>
+__device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x, int nb, int lane, float *y) {
 	typedef D8<T> D;
 	const int per = 32 / D::TPB;
 	int k = lane % D::TPB, first = lane / D::TPB;
@@ -752,11 +722,30 @@ __device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x
 	// gate+up 9.93 → 8.98, but 2560×2048 4.73 → 5.60 (4.97 on the sixteen
 	// warps the decode uses, mvWarps).
 	int full = nb / per, iters = (nb + per - 1) / per;
-	if (F) dot_trip<T, R>(rows0, x, 0, first < nb, k, first, acc);
+	auto trip = [&](int it, bool ok) {
+		int b = it * per + first;
+		int dot[R], off[R];
+		uint32_t hw[R];
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+			dot[r] = 0, off[r] = 0, hw[r] = 0;
+			if (ok) D::part(rows[r] + (long long)b * D::bytes, k, x, b, dot[r], off[r], hw[r]);
+		}
+#pragma unroll
+		for (int o = 1; o < D::TPB; o <<= 1)
+#pragma unroll
+			for (int r = 0; r < R; r++) {
+				dot[r] += __shfl_xor_sync(FULL, dot[r], o);
+				if (D::hasOff) off[r] += __shfl_xor_sync(FULL, off[r], o);
+			}
+		if (ok && k == 0)
+#pragma unroll
+			for (int r = 0; r < R; r++) acc[r] = __fadd_rn(acc[r], D::fin(rows[r] + (long long)b * D::bytes, x, b, dot[r], off[r], hw[r]));
+	};
 	constexpr int UN = T == T_Q6_K ? Q6K_UNROLL : T == T_Q8_0 ? Q80_UNROLL : MV_UNROLL;
 #pragma unroll UN
-	for (int it = F ? 1 : 0; it < full; it++) dot_trip<T, R>(rows, x, it, true, k, first, acc);
-	if (full < iters && (!F || full > 0)) dot_trip<T, R>(rows, x, full, full * per + first < nb, k, first, acc);
+	for (int it = 0; it < full; it++) trip(it, true);
+	if (full < iters) trip(full, full * per + first < nb);
 #pragma unroll
 	for (int r = 0; r < R; r++) {
 		float s = acc[r];
