@@ -200,13 +200,15 @@ type Device struct {
 	nstage     int
 }
 
-// weight is a resident weight: its file bytes on the GPU, or for one-row
-// tensors (norm vectors) the f32 decoding of them.
+// weight is a resident weight: its file bytes on the GPU (Q4_0's
+// regrouped), or for one-row tensors (norm vectors) the f32 decoding of
+// them.
 type weight struct {
 	w        ops.Weight
 	typ      quant.Type // of the bytes at ptr
 	ptr      dptr
 	rowBytes int
+	regroup  bool // Q4_0 rows regrouped (regroupQ40)
 	streamed bool // in a streaming slot (StreamWeight), not resident
 }
 
@@ -421,11 +423,11 @@ func (d *Device) LoadWeight(w *ops.Weight, data []byte) error {
 	return d.do(func() error {
 		// 16 bytes of slack: the mat-vec kernels read 2-byte aligned blocks
 		// with aligned 4-byte loads that may end past the last block.
-		p, err := d.alloc(int64(len(data))+16, memWeight)
+		p, err := d.alloc(res.size(data)+16, memWeight)
 		if err != nil {
 			return fmt.Errorf("cuda: weight %s: %w", w.Name, err)
 		}
-		if err := d.upload(p, data); err != nil {
+		if err := d.uploadWeight(p, res, data); err != nil {
 			return errors.Join(fmt.Errorf("cuda: weight %s: upload: %w", w.Name, err), d.release(p))
 		}
 		res.ptr = p
@@ -466,6 +468,8 @@ func weightLayout(w *ops.Weight, data []byte) (*weight, int, error) {
 	res := &weight{w: *w, typ: w.Type, rowBytes: rb}
 	if w.Rows == 1 {
 		res.typ, res.rowBytes = quant.F32, 4*w.Cols
+	} else if w.Type == quant.Q4_0 {
+		res.rowBytes, res.regroup = q40RowBytes(w.Cols), true
 	} else {
 		// The kernels read float rows in 16-byte vectors: give each row a
 		// stride of whole vectors (F16 or BF16 rows of 4 mod 8 elements).
@@ -485,14 +489,57 @@ func hostBytes(res *weight, rb int, data []byte) ([]byte, error) {
 		}
 		return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f)), nil
 	}
-	if res.rowBytes == rb {
-		return data, nil
+	if res.rowBytes == rb || res.regroup {
+		return data, nil // regrouped as it is uploaded (uploadWeight)
 	}
 	p := make([]byte, res.rowBytes*w.Rows)
-	for r := range w.Rows {
-		copy(p[r*res.rowBytes:], data[r*rb:(r+1)*rb])
+	if err := guarded(func() {
+		for r := range w.Rows {
+			copy(p[r*res.rowBytes:], data[r*rb:(r+1)*rb])
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("cuda: weight %s: %w", w.Name, err)
 	}
 	return p, nil
+}
+
+// size is the device bytes of weight res from up, hostBytes's result.
+func (res *weight) size(up []byte) int64 {
+	if res.regroup {
+		return int64(res.rowBytes) * int64(res.w.Rows)
+	}
+	return int64(len(up))
+}
+
+// uploadWeight copies up, hostBytes's result for res, to p (device thread
+// only): as it is, or for Q4_0 a staging buffer's worth of rows at a time
+// regrouped on the way (regroupQ40), so that the host holds no regrouped
+// copy of the weight.
+func (d *Device) uploadWeight(p dptr, res *weight, up []byte) error {
+	if !res.regroup {
+		return d.upload(p, up)
+	}
+	rows, pitch := res.w.Rows, res.rowBytes
+	rb := len(up) / rows
+	step := max(1, uploadChunk/pitch)
+	for r0 := 0; r0 < rows; r0 += step {
+		n := min(step, rows-r0)
+		s, err := d.staging(n * pitch)
+		if err != nil {
+			return err
+		}
+		if err := guarded(func() {
+			for i := range n {
+				regroupQ40(s[i*pitch:(i+1)*pitch], up[(r0+i)*rb:(r0+i+1)*rb])
+			}
+		}); err != nil {
+			return err
+		}
+		if err := memcpyHtoD(p+dptr(r0*pitch), d.stage, int64(n*pitch)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // uploadChunk is how much of a weight goes through the pinned staging
@@ -527,7 +574,11 @@ func (d *Device) upload(p dptr, data []byte) error {
 
 // copyGuarded is copy(dst, src), with a memory fault reading src returned
 // as ErrFault.
-func copyGuarded(dst, src []byte) (err error) {
+func copyGuarded(dst, src []byte) error { return guarded(func() { copy(dst, src) }) }
+
+// guarded runs f, which reads a weight's bytes, as copyGuarded copies
+// them: a memory fault in it is ErrFault.
+func guarded(f func()) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -537,7 +588,7 @@ func copyGuarded(dst, src []byte) (err error) {
 			err = ErrFault
 		}
 	}()
-	copy(dst, src)
+	f()
 	return nil
 }
 
@@ -917,7 +968,7 @@ func (d *Device) LoadWeights(ws []*ops.Weight, data [][]byte) error {
 			return err
 		}
 		parts = append(parts, part{res, up, total})
-		total += (int64(len(up)) + 16 + 255) &^ 255
+		total += (res.size(up) + 16 + 255) &^ 255
 	}
 	if len(parts) == 0 {
 		return nil
@@ -928,7 +979,7 @@ func (d *Device) LoadWeights(ws []*ops.Weight, data [][]byte) error {
 			return fmt.Errorf("cuda: %d weights, %s the first: %w", len(parts), parts[0].res.w.Name, err)
 		}
 		for _, pt := range parts {
-			if err := d.upload(p+dptr(pt.off), pt.up); err != nil {
+			if err := d.uploadWeight(p+dptr(pt.off), pt.res, pt.up); err != nil {
 				return errors.Join(fmt.Errorf("cuda: weight %s: upload: %w", pt.res.w.Name, err), d.release(p))
 			}
 		}

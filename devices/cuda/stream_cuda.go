@@ -147,7 +147,7 @@ func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 		if err := d.takeSlot(k, int64(res.rowBytes*w.Rows)+16); err != nil {
 			return fmt.Errorf("cuda: streaming weight %s: %w", w.Name, err)
 		}
-		if err := d.streamRows(k, w.Name, data, w.Rows, rb, res.rowBytes, up); err != nil {
+		if err := d.streamRows(k, w.Name, data, w.Rows, rb, res.rowBytes, res.regroup, up); err != nil {
 			return fmt.Errorf("cuda: streaming weight %s: %w", w.Name, err)
 		}
 		if syncStream {
@@ -255,12 +255,15 @@ func (d *Device) takeSlot(k int, need int64) error {
 // records ready[k] (device thread only). The rows inside the pages pin
 // registers go straight from there, at the link's rate; the others, and
 // up, through the slot's pinned edge buffer, each row padded with zeros.
-func (d *Device) streamRows(k int, name string, data []byte, rows, rb, pitch int, up []byte) error {
+// Rows to regroup (Q4_0's, regroupQ40) all go through the edge buffer,
+// regrouped there.
+func (d *Device) streamRows(k int, name string, data []byte, rows, rb, pitch int, regroup bool, up []byte) error {
 	s := &d.slots2
-	r := d.pin(name, data)
 	lo, hi := 0, 0 // the rows wholly inside the pinned pages
-	if r.n > 0 {
-		lo, hi = (r.off+rb-1)/rb, (r.off+r.n)/rb
+	if !regroup {
+		if r := d.pin(name, data); r.n > 0 {
+			lo, hi = (r.off+rb-1)/rb, (r.off+r.n)/rb
+		}
 	}
 	if hi <= lo {
 		lo, hi = rows, rows // none: all through the edge buffer
@@ -297,6 +300,12 @@ func (d *Device) streamRows(k int, name string, data []byte, rows, rb, pitch int
 		n := (r1 - r0) * pitch
 		for r := r0; r < r1; r++ {
 			o := off + (r-r0)*pitch
+			if regroup {
+				if err := guarded(func() { regroupQ40(edge[o:o+pitch], data[r*rb:(r+1)*rb]) }); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := copyGuarded(edge[o:o+rb], data[r*rb:(r+1)*rb]); err != nil {
 				return err
 			}

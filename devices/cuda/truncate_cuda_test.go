@@ -16,11 +16,18 @@ import (
 // TestLoadWeightFromTruncatedFile uploads a weight whose bytes are a mapping
 // of a file truncated after it was mapped, as a model file cut short during
 // loading would be: the upload fails with ErrFault instead of a fault inside
-// the driver ending the process, and the device stays usable.
+// the driver ending the process, and the device stays usable: for a type
+// whose rows go as they are (Q8_0) and one the device regroups (Q4_0).
 func TestLoadWeightFromTruncatedFile(t *testing.T) {
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0} {
+		t.Run(typ.String(), func(t *testing.T) { truncatedLoad(t, typ) })
+	}
+}
+
+func truncatedLoad(t *testing.T, typ quant.Type) {
 	g := gpu(t)
 	const rows, cols = 512, 256
-	rb, err := quant.RowBytes(quant.Q8_0, cols)
+	rb, err := quant.RowBytes(typ, cols)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +50,7 @@ func TestLoadWeightFromTruncatedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	used := g.MemoryUsed()
-	w := &ops.Weight{Name: "truncated", Type: quant.Q8_0, Rows: rows, Cols: cols}
+	w := &ops.Weight{Name: "truncated", Type: typ, Rows: rows, Cols: cols}
 	if err := g.LoadWeight(w, data); !errors.Is(err, ErrFault) {
 		t.Fatalf("LoadWeight over a truncated mapping: %v, want ErrFault", err)
 	}
@@ -51,7 +58,7 @@ func TestLoadWeightFromTruncatedFile(t *testing.T) {
 		t.Fatalf("the failed upload kept %d bytes", g.MemoryUsed()-used)
 	}
 	// Loaded with others in one allocation: none of them is kept.
-	whole := &ops.Weight{Name: "whole", Type: quant.Q8_0, Rows: rows, Cols: cols}
+	whole := &ops.Weight{Name: "whole", Type: typ, Rows: rows, Cols: cols}
 	if err := g.LoadWeights([]*ops.Weight{whole, w}, [][]byte{make([]byte, size), data}); !errors.Is(err, ErrFault) {
 		t.Fatalf("LoadWeights over a truncated mapping: %v, want ErrFault", err)
 	}

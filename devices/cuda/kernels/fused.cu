@@ -446,7 +446,7 @@ __device__ __forceinline__ void row_dotx(const uint8_t *W, const uint8_t *xb, in
 	for (int it = 0; it < iters; it++) {
 		int b = it * per + first;
 		bool ok = b < nb;
-		const uint8_t *blk = W + (long long)b * D::bytes;
+		const uint8_t *blk = W + blkAt<T>(b);
 #pragma unroll
 		for (int t = 0; t < NR; t++) {
 			if (t >= nv) break; // the same for every lane
@@ -605,12 +605,14 @@ template <> struct TC<T_Q4_0> {
 	template <int MT>
 	static __device__ __forceinline__ void term(const uint8_t *bB, const uint8_t *bC0, const uint8_t *bC1, const uint8_t *const (&x)[MT][2], XT o, int b,
 	                                            int tig, float (&f)[MT][4]) {
-		// Two-byte loads and the scales' own loads: aligned words
-		// (words16) with the scales by shuffle, as Q8_0 takes them,
-		// measured slower here (4 rows of 5632×2048: 22.9 µs against 18.1).
-		const uint8_t *q = bB + 2 + 8 * (tig & 1);
+		// bB is the block's scale, its quants 16 + 14·(b%8) bytes on
+		// (regrouped, q40_q): one 8-byte load a lane. (In the file's
+		// 18-byte blocks, aligned words with the scales by shuffle, as
+		// Q8_0 takes them, measured slower than two-byte loads: 4 rows of
+		// 5632×2048, 22.9 µs against 18.1.)
+		uint2 q = *(const uint2 *)(bB + 16 + 14 * (b & 7) + 8 * (tig & 1));
 		int sh = 4 * (tig >> 1);
-		tcDM<MT>(s4(w16x2(q) >> sh), s4(w16x2(q + 4) >> sh), f16(bC0), f16(bC1), x, o, b, tig, f);
+		tcDM<MT>(s4(q.x >> sh), s4(q.y >> sh), f16(bC0), f16(bC1), x, o, b, tig, f);
 	}
 };
 
@@ -780,7 +782,7 @@ __device__ __forceinline__ void mvt(const uint8_t *xq, int xs, int n, int cols, 
 			int b = it * per + warp + W * j;
 			if (part && b >= nb) break; // the same for the whole warp
 			float f[MT][4];
-			long long at = (long long)b * D::bytes;
+			long long at = blkAt<T>(b);
 			TC<T>::template term<MT>(bB + at, bC0 + at, bC1 + at, x, o, b, tig, f);
 #pragma unroll
 			for (int mt = 0; mt < MT; mt++)

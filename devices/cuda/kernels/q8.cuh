@@ -211,22 +211,23 @@ template <int T> struct D8 { // not a block type: the f32 path, never called
 #ifndef Q40_TPB
 #define Q40_TPB 1
 #endif
-// Q40_WORDS and Q80_WORDS read a lane's 16 quant bytes of Q4_0 (a whole
-// block) and Q8_0 (half of one) as five aligned words shifted into place
-// (words16) instead of eight 2-byte loads: fewer loads for a few more
-// shifts. Measured on an H200 (TestDecodeMatVec, µs, off → on): Q4_0
-// 2560×2048 4.55 → 4.20, 5632×2048 gate+up 8.57 → 8.11; Q8_0 2560×2048
-// 5.56 → 5.19 but 5632×2048 gate+up 12.04 → 13.20, so Q8_0's stays off.
-#ifndef Q40_WORDS
-#define Q40_WORDS 1
-#endif
+// Q80_WORDS reads a lane's 16 quant bytes of Q8_0 (half a block) as five
+// aligned words shifted into place (words16) instead of eight 2-byte loads.
+// Measured on an H200 (TestDecodeMatVec, µs, off → on): Q8_0 2560×2048
+// 5.56 → 5.19 but 5632×2048 gate+up 12.04 → 13.20, so it stays off. (The
+// same for Q4_0's file blocks, Q40_WORDS, was faster, 4.55 → 4.20 and 8.57
+// → 8.11, until the device regrouped Q4_0: one 16-byte load a block.)
 #ifndef Q80_WORDS
 #define Q80_WORDS 0
 #endif
+// The device's Q4_0 rows are regrouped (quant.cuh's q40_d, q40_q): blk
+// (blkAt) is block b's scale and its quants are 16 + 14·(b%8) bytes on,
+// 16-byte aligned.
 template <> struct D8<T_Q4_0> {
 	static const int block = 32, TPB = Q40_TPB, bytes = 18;
 	static const bool q81 = false, hasOff = false;
 	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) {
+		const uint8_t *qs = blk + 16 + 14 * (b & 7);
 		const int n = 4 / TPB; // words of 4 nibble bytes per lane
 		int e = 32 * b + 4 * n * k;
 		int xl[4], xh[4];
@@ -242,24 +243,20 @@ template <> struct D8<T_Q4_0> {
 #pragma unroll
 			for (int i = 0; i < n; i++) xl[i] = xint(x, e + 4 * i), xh[i] = xint(x, e + 16 + 4 * i);
 		}
-#if Q40_WORDS && Q40_TPB == 1
 		uint32_t qv[4];
-		words16<4>(blk + 2, qv);
+		if (n == 4) {
+			uint4 v = *(const uint4 *)qs;
+			qv[0] = v.x, qv[1] = v.y, qv[2] = v.z, qv[3] = v.w;
+		} else {
+#pragma unroll
+			for (int i = 0; i < n; i++) qv[i] = u32(qs + 4 * (n * k + i));
+		}
 		dot = 0;
 #pragma unroll
 		for (int i = 0; i < n; i++) {
 			dot = __dp4a((int)(qv[i] & NIB), xl[i], dot);
 			dot = __dp4a((int)(qv[i] >> 4 & NIB), xh[i], dot);
 		}
-#else
-		dot = 0;
-#pragma unroll
-		for (int i = 0; i < n; i++) {
-			uint32_t v = w16x2(blk + 2 + 4 * (n * k + i));
-			dot = __dp4a((int)(v & NIB), xl[i], dot);
-			dot = __dp4a((int)(v >> 4 & NIB), xh[i], dot);
-		}
-#endif
 		if (k == 0) dot -= 8 * x.sum[b];
 		off = 0;
 	}
@@ -681,6 +678,13 @@ template <> struct D8<T_IQ4_XS> {
 	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int, uint32_t) { return fmd(f16(blk), x.d[b], (float)dot); }
 };
 
+// blkAt is where block b of a row of type T starts as the device holds it:
+// b·bytes, or for the regrouped Q4_0 its scale (q40_d), from which its
+// part finds the quants.
+template <int T> __device__ __forceinline__ long long blkAt(int b) {
+	return T == T_Q4_0 ? 144LL * (b >> 3) + 2 * (b & 7) : (long long)b * D8<T>::bytes;
+}
+
 // The trips of row_dotq unrolled: MV_UNROLL for most types, Q80_UNROLL for
 // Q8_0, Q6K_UNROLL for Q6_K (bench/cuda/mv-ab.sh times builds with other
 // values). Fewer unrolled trips measured faster once the activations were
@@ -729,7 +733,7 @@ __device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x
 #pragma unroll
 		for (int r = 0; r < R; r++) {
 			dot[r] = 0, off[r] = 0, hw[r] = 0;
-			if (ok) D::part(rows[r] + (long long)b * D::bytes, k, x, b, dot[r], off[r], hw[r]);
+			if (ok) D::part(rows[r] + blkAt<T>(b), k, x, b, dot[r], off[r], hw[r]);
 		}
 #pragma unroll
 		for (int o = 1; o < D::TPB; o <<= 1)
@@ -740,7 +744,7 @@ __device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x
 			}
 		if (ok && k == 0)
 #pragma unroll
-			for (int r = 0; r < R; r++) acc[r] = __fadd_rn(acc[r], D::fin(rows[r] + (long long)b * D::bytes, x, b, dot[r], off[r], hw[r]));
+			for (int r = 0; r < R; r++) acc[r] = __fadd_rn(acc[r], D::fin(rows[r] + blkAt<T>(b), x, b, dot[r], off[r], hw[r]));
 	};
 	constexpr int UN = T == T_Q6_K ? Q6K_UNROLL : T == T_Q8_0 ? Q80_UNROLL : MV_UNROLL;
 #pragma unroll UN

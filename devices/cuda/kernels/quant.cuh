@@ -11,8 +11,9 @@
 // them), so embeddings agree with the CPU bit for bit.
 //
 // Alignment: a row starts at a multiple of its row bytes from a cuMemAlloc'd
-// base. Q4_0 (18), Q8_0 (34), Q5_0 (22) and Q6_K (210) blocks are only 2-byte
-// aligned in general, so those read 16-bit words; Q4_1 (20), Q5_1 (24), Q4_K
+// base. The device holds Q4_0 rows regrouped (q40_d, q40_q below), its
+// quants 16-byte aligned. Q8_0 (34), Q5_0 (22) and Q6_K (210) blocks are
+// only 2-byte aligned in general, so those read 16-bit words; Q4_1 (20), Q5_1 (24), Q4_K
 // (144) and Q5_K (176) read 32-bit words; float rows 16-byte vectors. Of the
 // low-bit types, Q2_K (84), IQ4_XS (136) read 32-bit words, IQ4_NL (18) and
 // Q3_K (110) 16-bit ones.
@@ -33,6 +34,15 @@ __device__ __forceinline__ uint32_t u32(const uint8_t *p) { return *(const uint3
 __device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b); }
 
 template <int T> struct Q;
+
+// Q4_0 as the device holds it (hostBytes in device_cuda.go): a row's blocks
+// in groups of eight, each group 144 bytes, the eight blocks' f16 scales
+// (16 bytes) and then their sixteen quant bytes each, the last group
+// padded with zeros, so that a block's quants are one aligned 16-byte
+// load (a file's 18-byte blocks are 2-byte aligned: five words and four
+// funnel shifts a block). q40_d is block b's scale, q40_q its quants.
+__device__ __forceinline__ const uint8_t *q40_d(const uint8_t *row, int b) { return row + 144LL * (b >> 3) + 2 * (b & 7); }
+__device__ __forceinline__ const uint8_t *q40_q(const uint8_t *row, int b) { return row + 144LL * (b >> 3) + 16 + 16 * (b & 7); }
 
 template <> struct Q<T_F32> {
 	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
@@ -69,14 +79,14 @@ template <> struct Q<T_BF16> {
 	}
 };
 
-// Q4_0: f16 d, 16 bytes: low nibbles elements 0..15, high 16..31; (q-8)*d.
-// Piece s of a block takes bytes 4s..4s+3: elements 4s.. and 16+4s...
+// Q4_0: f16 d, 16 bytes: low nibbles elements 0..15, high 16..31; (q-8)*d
+// (regrouped: q40_d, q40_q). Piece s of a block takes bytes 4s..4s+3:
+// elements 4s.. and 16+4s...
 template <> struct Q<T_Q4_0> {
 	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
-		const uint8_t *b = row + 18 * (c >> 2);
 		int s = c & 3;
-		float d = f16(b);
-		uint32_t v = u16(b + 2 + 4 * s) | u16(b + 4 + 4 * s) << 16;
+		float d = f16(q40_d(row, c >> 2));
+		uint32_t v = u32(q40_q(row, c >> 2) + 4 * s);
 #pragma unroll
 		for (int k = 0; k < 4; k++) {
 			w[k] = mul((float)((int)((v >> (8 * k)) & 15) - 8), d);
