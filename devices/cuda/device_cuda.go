@@ -185,7 +185,6 @@ type Device struct {
 	nattP      int64            // bytes attP has room for
 	attC       dptr             // split attention's counts of finished parts, one int a row and head (zero between launches)
 	nattC      int64            // bytes attC has room for
-	spanClass  int              // the batch being launched: its longest attention span's class (spanClassOf); spanClassMax outside one
 	stream     stream           // every launch goes here (graphs need a stream of our own)
 	graphs     map[string]*graph
 	seen       map[string]bool // batches run once, captured when seen again
@@ -241,12 +240,11 @@ var (
 // thread, creates a context on it and loads the kernels.
 func New(ordinal int) (*Device, error) {
 	d := &Device{
-		name:      fmt.Sprintf("cuda:%d", ordinal),
-		work:      make(chan item, 1024),
-		done:      make(chan error),
-		weights:   map[string]*weight{},
-		kv:        map[int]*kvCache{},
-		spanClass: spanClassMax,
+		name:    fmt.Sprintf("cuda:%d", ordinal),
+		work:    make(chan item, 1024),
+		done:    make(chan error),
+		weights: map[string]*weight{},
+		kv:      map[int]*kvCache{},
 	}
 	go d.loop()
 	err := d.do(func() error {
