@@ -199,15 +199,15 @@ type Device struct {
 	nstage     int
 }
 
-// weight is a resident weight: its file bytes on the GPU (Q4_0's
-// regrouped), or for one-row tensors (norm vectors) the f32 decoding of
-// them.
+// weight is a resident weight: its file bytes on the GPU (Q4_0's and
+// Q8_0's regrouped, layout.go), or for one-row tensors (norm vectors) the
+// f32 decoding of them.
 type weight struct {
 	w        ops.Weight
 	typ      quant.Type // of the bytes at ptr
 	ptr      dptr
 	rowBytes int
-	regroup  bool // Q4_0 rows regrouped (regroupQ40)
+	regroup  int  // where set, the file's block bytes of rows regrouped (regroupRow)
 	streamed bool // in a streaming slot (StreamWeight), not resident
 }
 
@@ -466,8 +466,8 @@ func weightLayout(w *ops.Weight, data []byte) (*weight, int, error) {
 	res := &weight{w: *w, typ: w.Type, rowBytes: rb}
 	if w.Rows == 1 {
 		res.typ, res.rowBytes = quant.F32, 4*w.Cols
-	} else if w.Type == quant.Q4_0 {
-		res.rowBytes, res.regroup = q40RowBytes(w.Cols), true
+	} else if bb := regroupBlock[w.Type]; bb > 0 {
+		res.rowBytes, res.regroup = regroupRowBytes(bb, w.Cols), bb
 	} else {
 		// The kernels read float rows in 16-byte vectors: give each row a
 		// stride of whole vectors (F16 or BF16 rows of 4 mod 8 elements).
@@ -487,7 +487,7 @@ func hostBytes(res *weight, rb int, data []byte) ([]byte, error) {
 		}
 		return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f)), nil
 	}
-	if res.rowBytes == rb || res.regroup {
+	if res.rowBytes == rb || res.regroup > 0 {
 		return data, nil // regrouped as it is uploaded (uploadWeight)
 	}
 	p := make([]byte, res.rowBytes*w.Rows)
@@ -503,18 +503,18 @@ func hostBytes(res *weight, rb int, data []byte) ([]byte, error) {
 
 // size is the device bytes of weight res from up, hostBytes's result.
 func (res *weight) size(up []byte) int64 {
-	if res.regroup {
+	if res.regroup > 0 {
 		return int64(res.rowBytes) * int64(res.w.Rows)
 	}
 	return int64(len(up))
 }
 
 // uploadWeight copies up, hostBytes's result for res, to p (device thread
-// only): as it is, or for Q4_0 a staging buffer's worth of rows at a time
-// regrouped on the way (regroupQ40), so that the host holds no regrouped
-// copy of the weight.
+// only): as it is, or where it is regrouped a staging buffer's worth of
+// rows at a time, regrouped on the way (regroupRow), so that the host holds
+// no regrouped copy of the weight.
 func (d *Device) uploadWeight(p dptr, res *weight, up []byte) error {
-	if !res.regroup {
+	if res.regroup == 0 {
 		return d.upload(p, up)
 	}
 	rows, pitch := res.w.Rows, res.rowBytes
@@ -528,7 +528,7 @@ func (d *Device) uploadWeight(p dptr, res *weight, up []byte) error {
 		}
 		if err := guarded(func() {
 			for i := range n {
-				regroupQ40(s[i*pitch:(i+1)*pitch], up[(r0+i)*rb:(r0+i+1)*rb])
+				regroupRow(s[i*pitch:(i+1)*pitch], up[(r0+i)*rb:(r0+i+1)*rb], res.regroup)
 			}
 		}); err != nil {
 			return err

@@ -1,24 +1,32 @@
 package cuda
 
-// The device's layout of weight rows that differs from the file's.
+import "hybrid/quant"
 
-// q40RowBytes is the bytes of a row of cols Q4_0 elements as the device
-// holds it: groups of eight 18-byte blocks, 144 bytes each, the last one
-// padded (regroupQ40).
-func q40RowBytes(cols int) int { return 144 * ((cols/32 + 7) / 8) }
+// The device's layout of weight rows where it differs from the file's.
 
-// regroupQ40 lays out one Q4_0 row of the file (src, 18-byte blocks: f16
-// scale, 16 quant bytes) as the kernels read it (dst, q40RowBytes; q40_d
-// and q40_q in kernels/quant.cuh): each group of eight blocks their eight
-// scales (16 bytes), then their quants, 16 bytes each, so that a block's
-// quants are one aligned 16-byte load. Blocks past the row's last are
-// zeros.
-func regroupQ40(dst, src []byte) {
+// regroupBlock is the file's block bytes of the types whose rows the device
+// regroups (regroupRow): Q4_0's 18 and Q8_0's 34, a f16 scale and 16 or 32
+// quant bytes each.
+var regroupBlock = map[quant.Type]int{quant.Q4_0: 18, quant.Q8_0: 34}
+
+// regroupRowBytes is the bytes of a row of cols elements of a type with
+// blocks of bb bytes (regroupBlock) as the device holds it: groups of eight
+// blocks, 8·bb bytes each, the last one padded (regroupRow).
+func regroupRowBytes(bb, cols int) int { return 8 * bb * ((cols/32 + 7) / 8) }
+
+// regroupRow lays out one row of the file (src, blocks of bb bytes: f16
+// scale, then bb-2 quant bytes) as the kernels read it (dst,
+// regroupRowBytes; grp_d and grp_q in kernels/quant.cuh): each group of
+// eight blocks their eight scales (16 bytes), then their quants, bb-2 bytes
+// each, so that a block's quants are aligned 16-byte loads. Blocks past the
+// row's last are zeros.
+func regroupRow(dst, src []byte, bb int) {
 	clear(dst)
-	for b := range len(src) / 18 {
-		g := dst[144*(b/8):]
+	q := bb - 2
+	for b := range len(src) / bb {
+		g := dst[8*bb*(b/8):]
 		j := b % 8
-		copy(g[2*j:2*j+2], src[18*b:18*b+2])
-		copy(g[16+16*j:32+16*j], src[18*b+2:18*b+18])
+		copy(g[2*j:2*j+2], src[bb*b:bb*b+2])
+		copy(g[16+q*j:16+q*j+q], src[bb*b+2:bb*(b+1)])
 	}
 }

@@ -17,9 +17,10 @@ import (
 // of a file truncated after it was mapped, as a model file cut short during
 // loading would be: the upload fails with ErrFault instead of a fault inside
 // the driver ending the process, and the device stays usable: for a type
-// whose rows go as they are (Q8_0) and one the device regroups (Q4_0).
+// whose rows go as they are (Q4_K) and the two the device regroups (Q8_0,
+// Q4_0: layout.go).
 func TestLoadWeightFromTruncatedFile(t *testing.T) {
-	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0} {
+	for _, typ := range []quant.Type{quant.Q4_K, quant.Q8_0, quant.Q4_0} {
 		t.Run(typ.String(), func(t *testing.T) { truncatedLoad(t, typ) })
 	}
 }

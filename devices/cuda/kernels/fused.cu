@@ -606,7 +606,7 @@ template <> struct TC<T_Q4_0> {
 	static __device__ __forceinline__ void term(const uint8_t *bB, const uint8_t *bC0, const uint8_t *bC1, const uint8_t *const (&x)[MT][2], XT o, int b,
 	                                            int tig, float (&f)[MT][4]) {
 		// bB is the block's scale, its quants 16 + 14·(b%8) bytes on
-		// (regrouped, q40_q): one 8-byte load a lane. (In the file's
+		// (regrouped, grp_q): one 8-byte load a lane. (In the file's
 		// 18-byte blocks, aligned words with the scales by shuffle, as
 		// Q8_0 takes them, measured slower than two-byte loads: 4 rows of
 		// 5632×2048, 22.9 µs against 18.1.)
@@ -620,13 +620,14 @@ template <> struct TC<T_Q8_0> {
 	template <int MT>
 	static __device__ __forceinline__ void term(const uint8_t *bB, const uint8_t *bC0, const uint8_t *bC1, const uint8_t *const (&x)[MT][2], XT o, int b,
 	                                            int tig, float (&f)[MT][4]) {
-		// Aligned words (words16), and the scales by shuffle from the
-		// lanes whose B row they are (lane 4r has row r's): one load a
-		// lane instead of two (4 rows of 5632×2048: 17.3 µs against 18.4).
-		uint32_t w[2];
-		words16<2>(bB + 2 + 8 * tig, w);
+		// bB is the block's scale, its quants 16 + 30·(b%8) bytes on
+		// (regrouped, grp_q): one 8-byte load a lane; the scales by
+		// shuffle from the lanes whose B row they are (lane 4r has row
+		// r's): one load a lane instead of two (in the file's blocks, 4
+		// rows of 5632×2048: 17.3 µs against 18.4).
+		uint2 w = *(const uint2 *)(bB + 16 + 30 * (b & 7) + 8 * tig);
 		float dB = f16(bB);
-		tcDM<MT>(w[0], w[1], __shfl_sync(FULL, dB, 8 * tig), __shfl_sync(FULL, dB, 8 * tig + 4), x, o, b, tig, f);
+		tcDM<MT>(w.x, w.y, __shfl_sync(FULL, dB, 8 * tig), __shfl_sync(FULL, dB, 8 * tig + 4), x, o, b, tig, f);
 	}
 };
 

@@ -162,8 +162,8 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 	// to 4 (rows start at multiples of 16: row strides are padded to 16).
 	auto issueR = [&](int buf, int c0) {
 		long long off = (long long)(c0 / CH) * cb;
-		// (Q4_0's regrouped rows: a whole group of 144 bytes, padded.)
-		int bytes = T == T_Q4_0 ? cb : (int)((long long)min(CH, kend - c0) * cb / CH);
+		// (Q4_0's and Q8_0's regrouped rows: a whole group, padded.)
+		int bytes = T == T_Q4_0 || T == T_Q8_0 ? cb : (int)((long long)min(CH, kend - c0) * cb / CH);
 		bool whole = ((off | bytes) & 15) == 0;
 		int words = whole ? bytes / 16 : (int)((off + bytes + 3) / 4 - off / 4);
 		for (int r = warp; r < MT; r += WARPS) {

@@ -55,8 +55,9 @@ template <int T> struct MQ {
 	static __device__ __forceinline__ float2 scale(const uint8_t *, int) { return make_float2(0, 0); }
 };
 
-// Q4_0 is not taken: the device's Q4_0 rows are regrouped (quant.cuh's
-// q40_d, q40_q), and mmq is off by default (useMMQ in run_cuda.go).
+// Q4_0 and Q8_0 are not taken: the device's rows of them are regrouped
+// (quant.cuh's grp_d, grp_q), and mmq is off by default (useMMQ in
+// run_cuda.go).
 
 // Q4_1: nibbles as Q4_0, no offset; the minimum m.
 template <> struct MQ<T_Q4_1> {
@@ -94,18 +95,6 @@ template <> struct MQ<T_Q5_1> {
 		for (int i = 0; i < 4; i++) q[i] = (u32(b + 8 + 4 * i) >> (4 * h) & NIB) | bit4(qh >> (4 * i));
 	}
 	static __device__ __forceinline__ float2 scale(const uint8_t *raw, int j) { return make_float2(f16(raw + 24 * j), f16(raw + 24 * j + 2)); }
-};
-
-// Q8_0: the quants as they are.
-template <> struct MQ<T_Q8_0> {
-	static const bool ok = true;
-	static const int mode = MQ_DM;
-	static __device__ __forceinline__ void half(const uint8_t *raw, int j, int h, uint32_t *q) {
-		const uint8_t *b = raw + 34 * j + 2 + 16 * h;
-#pragma unroll
-		for (int i = 0; i < 4; i++) q[i] = w16x2(b + 4 * i);
-	}
-	static __device__ __forceinline__ float2 scale(const uint8_t *raw, int j) { return make_float2(f16(raw + 34 * j), 0); }
 };
 
 // IQ4_NL: nibbles as Q4_0, each mapped to its level.
@@ -379,5 +368,5 @@ __device__ __forceinline__ void mmq(const uint8_t *W, long long rb, int cb, int 
 	extern "C" __global__ void __launch_bounds__(64) mmq32_##name(MMQ_PARAMS) {                               \
 		MMQ_PICK mmq<32, 32, id>(W, rb, cb, rs, Xq, XD, npad, Y, rows, r0, cols, n, ks, tt);                  \
 	}
-#define MQ_TYPES(X) X(T_Q4_1, q4_1) X(T_Q5_0, q5_0) X(T_Q5_1, q5_1) X(T_Q8_0, q8_0) X(T_Q4_K, q4_k) X(T_Q5_K, q5_k) X(T_Q6_K, q6_k) X(T_IQ4_NL, iq4_nl)
+#define MQ_TYPES(X) X(T_Q4_1, q4_1) X(T_Q5_0, q5_0) X(T_Q5_1, q5_1) X(T_Q4_K, q4_k) X(T_Q5_K, q5_k) X(T_Q6_K, q6_k) X(T_IQ4_NL, iq4_nl)
 MQ_TYPES(MMQ)

@@ -211,16 +211,12 @@ template <int T> struct D8 { // not a block type: the f32 path, never called
 #ifndef Q40_TPB
 #define Q40_TPB 1
 #endif
-// Q80_WORDS reads a lane's 16 quant bytes of Q8_0 (half a block) as five
-// aligned words shifted into place (words16) instead of eight 2-byte loads.
-// Measured on an H200 (TestDecodeMatVec, µs, off → on): Q8_0 2560×2048
-// 5.56 → 5.19 but 5632×2048 gate+up 12.04 → 13.20, so it stays off. (The
-// same for Q4_0's file blocks, Q40_WORDS, was faster, 4.55 → 4.20 and 8.57
-// → 8.11, until the device regrouped Q4_0: one 16-byte load a block.)
-#ifndef Q80_WORDS
-#define Q80_WORDS 0
-#endif
-// The device's Q4_0 rows are regrouped (quant.cuh's q40_d, q40_q): blk
+// In the file's 18- and 34-byte blocks a lane's 16 quant bytes were read as
+// five aligned words shifted into place (words16) or eight 2-byte loads:
+// on an H200 (TestDecodeMatVec, µs, 2-byte → words) Q4_0 2560×2048 4.55 →
+// 4.20 and 5632×2048 gate+up 8.57 → 8.11; Q8_0 5.56 → 5.19 but 12.04 →
+// 13.20. The device's regrouped rows make them one 16-byte load.
+// The device's Q4_0 rows are regrouped (quant.cuh's grp_d, grp_q): blk
 // (blkAt) is block b's scale and its quants are 16 + 14·(b%8) bytes on,
 // 16-byte aligned.
 template <> struct D8<T_Q4_0> {
@@ -320,12 +316,16 @@ template <> struct D8<T_Q5_1> {
 #ifndef Q80_TPB
 #define Q80_TPB 2
 #endif
+// The device's Q8_0 rows are regrouped (grp_d, grp_q): blk (blkAt) is
+// block b's scale and its quants are 16 + 30·(b%8) bytes on, 16-byte
+// aligned, so a lane's 32/TPB quants are whole 16-byte loads (TPB 1, 2)
+// or an 8-byte one (4).
 template <> struct D8<T_Q8_0> {
 	static const int block = 32, TPB = Q80_TPB, bytes = 34;
 	static const bool q81 = false, hasOff = false;
 	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) {
 		const int n = 8 / TPB; // words of 4 quants per lane
-		const uint8_t *q = blk + 2 + 4 * n * k;
+		const uint8_t *q = blk + 16 + 30 * (b & 7) + 4 * n * k;
 		int e = 32 * b + 4 * n * k;
 		int xv[8];
 		if (n % 4 == 0) { // 16-byte aligned: e is a multiple of 16
@@ -338,17 +338,20 @@ template <> struct D8<T_Q8_0> {
 #pragma unroll
 			for (int i = 0; i < n; i++) xv[i] = xint(x, e + 4 * i);
 		}
-#if Q80_WORDS && Q80_TPB == 2
-		uint32_t qv[4];
-		words16<4>(q, qv);
+		uint32_t qv[8];
+		if (n % 4 == 0) {
+#pragma unroll
+			for (int i = 0; i < n; i += 4) {
+				uint4 v = *(const uint4 *)(q + 4 * i);
+				qv[i] = v.x, qv[i + 1] = v.y, qv[i + 2] = v.z, qv[i + 3] = v.w;
+			}
+		} else {
+			uint2 v = *(const uint2 *)q;
+			qv[0] = v.x, qv[1] = v.y;
+		}
 		dot = 0;
 #pragma unroll
-		for (int i = 0; i < 4; i++) dot = __dp4a((int)qv[i], xv[i], dot);
-#else
-		dot = 0;
-#pragma unroll
-		for (int i = 0; i < n; i++) dot = __dp4a((int)w16x2(q + 4 * i), xv[i], dot);
-#endif
+		for (int i = 0; i < n; i++) dot = __dp4a((int)qv[i], xv[i], dot);
 		off = 0;
 	}
 	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int, uint32_t) { return fmd(f16(blk), x.d[b], (float)dot); }
@@ -679,10 +682,10 @@ template <> struct D8<T_IQ4_XS> {
 };
 
 // blkAt is where block b of a row of type T starts as the device holds it:
-// b·bytes, or for the regrouped Q4_0 its scale (q40_d), from which its
-// part finds the quants.
+// b·bytes, or for the regrouped Q4_0 and Q8_0 its scale (grp_d), from which
+// its part finds the quants.
 template <int T> __device__ __forceinline__ long long blkAt(int b) {
-	return T == T_Q4_0 ? 144LL * (b >> 3) + 2 * (b & 7) : (long long)b * D8<T>::bytes;
+	return T == T_Q4_0 ? 144LL * (b >> 3) + 2 * (b & 7) : T == T_Q8_0 ? 272LL * (b >> 3) + 2 * (b & 7) : (long long)b * D8<T>::bytes;
 }
 
 // The trips of row_dotq unrolled: MV_UNROLL for most types, Q80_UNROLL for

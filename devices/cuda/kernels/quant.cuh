@@ -11,9 +11,9 @@
 // them), so embeddings agree with the CPU bit for bit.
 //
 // Alignment: a row starts at a multiple of its row bytes from a cuMemAlloc'd
-// base. The device holds Q4_0 rows regrouped (q40_d, q40_q below), its
-// quants 16-byte aligned. Q8_0 (34), Q5_0 (22) and Q6_K (210) blocks are
-// only 2-byte aligned in general, so those read 16-bit words; Q4_1 (20), Q5_1 (24), Q4_K
+// base. The device holds Q4_0 and Q8_0 rows regrouped (grp_d, grp_q below),
+// their quants 16-byte aligned. Q5_0 (22) and Q6_K (210) blocks are only
+// 2-byte aligned in general, so those read 16-bit words; Q4_1 (20), Q5_1 (24), Q4_K
 // (144) and Q5_K (176) read 32-bit words; float rows 16-byte vectors. Of the
 // low-bit types, Q2_K (84), IQ4_XS (136) read 32-bit words, IQ4_NL (18) and
 // Q3_K (110) 16-bit ones.
@@ -35,14 +35,15 @@ __device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b);
 
 template <int T> struct Q;
 
-// Q4_0 as the device holds it (hostBytes in device_cuda.go): a row's blocks
-// in groups of eight, each group 144 bytes, the eight blocks' f16 scales
-// (16 bytes) and then their sixteen quant bytes each, the last group
-// padded with zeros, so that a block's quants are one aligned 16-byte
-// load (a file's 18-byte blocks are 2-byte aligned: five words and four
-// funnel shifts a block). q40_d is block b's scale, q40_q its quants.
-__device__ __forceinline__ const uint8_t *q40_d(const uint8_t *row, int b) { return row + 144LL * (b >> 3) + 2 * (b & 7); }
-__device__ __forceinline__ const uint8_t *q40_q(const uint8_t *row, int b) { return row + 144LL * (b >> 3) + 16 + 16 * (b & 7); }
+// Q4_0 and Q8_0 as the device holds them (regroup in layout.go): a row's
+// blocks in groups of eight, each group the eight blocks' f16 scales (16
+// bytes) and then their QB quant bytes each (QB 16 for Q4_0, 32 for Q8_0),
+// the last group padded with zeros, so that a block's quants are aligned
+// 16-byte loads (a file's 18- and 34-byte blocks are 2-byte aligned: words
+// and funnel shifts, or two-byte loads). grp_d is block b's scale, grp_q
+// its quants.
+template <int QB> __device__ __forceinline__ const uint8_t *grp_d(const uint8_t *row, int b) { return row + (16LL + 8 * QB) * (b >> 3) + 2 * (b & 7); }
+template <int QB> __device__ __forceinline__ const uint8_t *grp_q(const uint8_t *row, int b) { return row + (16LL + 8 * QB) * (b >> 3) + 16 + QB * (b & 7); }
 
 template <> struct Q<T_F32> {
 	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
@@ -80,13 +81,13 @@ template <> struct Q<T_BF16> {
 };
 
 // Q4_0: f16 d, 16 bytes: low nibbles elements 0..15, high 16..31; (q-8)*d
-// (regrouped: q40_d, q40_q). Piece s of a block takes bytes 4s..4s+3:
+// (regrouped: grp_d, grp_q). Piece s of a block takes bytes 4s..4s+3:
 // elements 4s.. and 16+4s...
 template <> struct Q<T_Q4_0> {
 	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
 		int s = c & 3;
-		float d = f16(q40_d(row, c >> 2));
-		uint32_t v = u32(q40_q(row, c >> 2) + 4 * s);
+		float d = f16(grp_d<16>(row, c >> 2));
+		uint32_t v = u32(grp_q<16>(row, c >> 2) + 4 * s);
 #pragma unroll
 		for (int k = 0; k < 4; k++) {
 			w[k] = mul((float)((int)((v >> (8 * k)) & 15) - 8), d);
@@ -152,14 +153,14 @@ template <> struct Q<T_Q5_1> {
 // Q8_0: f16 d, 32 int8; q*d. Piece s: quants 8s..8s+7.
 template <> struct Q<T_Q8_0> {
 	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
-		const uint8_t *b = row + 34 * (c >> 2);
 		int s = c & 3;
-		float d = f16(b);
+		float d = f16(grp_d<32>(row, c >> 2));
+		uint2 q = *(const uint2 *)(grp_q<32>(row, c >> 2) + 8 * s); // regrouped: 8-byte aligned
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
-			uint32_t v = u16(b + 2 + 8 * s + 2 * i);
+			uint32_t v = (i < 2 ? q.x : q.y) >> (16 * (i & 1));
 			w[2 * i] = mul((float)(int8_t)(v & 0xff), d);
-			w[2 * i + 1] = mul((float)(int8_t)(v >> 8), d);
+			w[2 * i + 1] = mul((float)(int8_t)(v >> 8 & 0xff), d);
 		}
 		e0 = 8 * c, e1 = e0 + 4;
 	}
