@@ -8,7 +8,8 @@
 # tg128, alternated twice. The twenty-first and twenty-second sessions'
 # variants are in bench/cuda/logs/issue15-2026-11-28-s21.txt and -s22.txt;
 # the macros each build set are in kernels/q8.cuh and kernels/fused.cu
-# (MV_XBASE, Q4K_U8HI, Q4K_WIDE, Q4K_TPB, Q40_WORDS, Q80_WORDS, MVW_THREADS*),
+# (MV_XBASE, Q4K_U8HI, Q4K_WIDE, Q4K_TPB, MVW_THREADS*; Q40_WORDS and
+# Q80_WORDS went with the file's Q4_0 and Q8_0 blocks: the device regroups them),
 # each with its measurement (Q8K_REDUX, now the only code, and MV_NW_EARLY,
 # dropped, were the twenty-second session's). -DMV_STAGE_SKIP=1
 # is a timing-only build (its exactness line fails: it stages no input)

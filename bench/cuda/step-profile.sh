@@ -3,7 +3,9 @@
 # hybrid's tg128 (its step time is 1/tok/s), then every kernel of a few
 # decode steps timed alone by ncu (gpu__time_duration, clocks and caches
 # left alone), summed by kernel name a step. The steps' kernels summed
-# against the step's time says what the launches' gaps cost.
+# against the step's time says what the launches' gaps cost. ncu runs each
+# file twice (a count of its launches, then the last 600): about 2 minutes
+# for TinyLlama, past 5 for Llama-7B (M picks the files).
 #   here:  build .device/f as in bench/cuda/fa.sh's header
 #   there (carry .device/f): P=.device/f bash bench/cuda/step-profile.sh
 set -u
