@@ -150,10 +150,10 @@ __device__ __forceinline__ uint32_t w16x2(const uint8_t *p) { return u16(p) | u1
 
 // words16 reads the N 32-bit words at p, which is only 2-byte aligned (Q6_K's
 // 210-byte blocks), with N+1 aligned 4-byte loads and funnel shifts instead
-// of 2N 2-byte loads (measured: Q6_K mat-vec 760 -> 836 GB/s; for the
-// smaller reads of Q4_0 and Q8_0 it measured slower, so they keep 2-byte
-// loads). It may read up to 2 bytes past p+4N, within the 16 bytes of
-// slack every weight is allocated with (device_cuda.go).
+// of 2N 2-byte loads (measured: Q6_K mat-vec 760 -> 836 GB/s; Q4_0's and
+// Q8_0's rows are regrouped on the device instead, grp_q). It may read up
+// to 2 bytes past p+4N, within the 16 bytes of slack every weight is
+// allocated with (device_cuda.go).
 template <int N>
 __device__ __forceinline__ void words16(const uint8_t *p, uint32_t *w) {
 	const uint32_t *a = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);

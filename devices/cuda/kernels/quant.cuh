@@ -150,7 +150,7 @@ template <> struct Q<T_Q5_1> {
 	}
 };
 
-// Q8_0: f16 d, 32 int8; q*d. Piece s: quants 8s..8s+7.
+// Q8_0: f16 d, 32 int8; q*d (regrouped: grp_d, grp_q). Piece s: quants 8s..8s+7.
 template <> struct Q<T_Q8_0> {
 	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
 		int s = c & 3;
