@@ -685,7 +685,7 @@ template <> struct D8<T_IQ4_XS> {
 // b·bytes, or for the regrouped Q4_0 and Q8_0 its scale (grp_d), from which
 // its part finds the quants.
 template <int T> __device__ __forceinline__ long long blkAt(int b) {
-	return T == T_Q4_0 ? 144LL * (b >> 3) + 2 * (b & 7) : T == T_Q8_0 ? 272LL * (b >> 3) + 2 * (b & 7) : (long long)b * D8<T>::bytes;
+	return T == T_Q4_0 ? grp_at<16>(b) : T == T_Q8_0 ? grp_at<32>(b) : (long long)b * D8<T>::bytes;
 }
 
 // The trips of row_dotq unrolled: MV_UNROLL for most types, Q80_UNROLL for

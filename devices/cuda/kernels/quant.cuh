@@ -40,9 +40,11 @@ template <int T> struct Q;
 // bytes) and then their QB quant bytes each (QB 16 for Q4_0, 32 for Q8_0),
 // the last group padded with zeros, so that a block's quants are aligned
 // 16-byte loads (a file's 18- and 34-byte blocks are 2-byte aligned: words
-// and funnel shifts, or two-byte loads). grp_d is block b's scale, grp_q
-// its quants.
-template <int QB> __device__ __forceinline__ const uint8_t *grp_d(const uint8_t *row, int b) { return row + (16LL + 8 * QB) * (b >> 3) + 2 * (b & 7); }
+// and funnel shifts, or two-byte loads). grp_d is block b's scale (at
+// grp_at in the row), grp_q its quants, 16 + (QB-2)·(b%8) bytes past the
+// scale.
+template <int QB> __device__ __forceinline__ long long grp_at(int b) { return (16LL + 8 * QB) * (b >> 3) + 2 * (b & 7); }
+template <int QB> __device__ __forceinline__ const uint8_t *grp_d(const uint8_t *row, int b) { return row + grp_at<QB>(b); }
 template <int QB> __device__ __forceinline__ const uint8_t *grp_q(const uint8_t *row, int b) { return row + (16LL + 8 * QB) * (b >> 3) + 16 + QB * (b & 7); }
 
 template <> struct Q<T_F32> {
