@@ -199,16 +199,16 @@ type Device struct {
 	nstage     int
 }
 
-// weight is a resident weight: its file bytes on the GPU (Q4_0's and
-// Q8_0's regrouped, layout.go), or for one-row tensors (norm vectors) the
+// weight is a resident weight: its file bytes on the GPU (Q4_0's, Q8_0's
+// and Q6_K's regrouped, layout.go), or for one-row tensors (norm vectors) the
 // f32 decoding of them.
 type weight struct {
 	w        ops.Weight
 	typ      quant.Type // of the bytes at ptr
 	ptr      dptr
 	rowBytes int
-	regroup  int  // where set, the file's block bytes of rows regrouped (regroupRow)
-	streamed bool // in a streaming slot (StreamWeight), not resident
+	regroup  []int // where set, the file block's fields of rows regrouped (regroupRow)
+	streamed bool  // in a streaming slot (StreamWeight), not resident
 }
 
 // kvCache is one layer's keys and values, binary16 (as the CPU device keeps
@@ -466,8 +466,8 @@ func weightLayout(w *ops.Weight, data []byte) (*weight, int, error) {
 	res := &weight{w: *w, typ: w.Type, rowBytes: rb}
 	if w.Rows == 1 {
 		res.typ, res.rowBytes = quant.F32, 4*w.Cols
-	} else if bb := regroupBlock[w.Type]; bb > 0 {
-		res.rowBytes, res.regroup = regroupRowBytes(bb, w.Cols), bb
+	} else if f := regroupFields[w.Type]; f != nil {
+		res.rowBytes, res.regroup = regroupRowBytes(w.Type, w.Cols), f
 	} else {
 		// The kernels read float rows in 16-byte vectors: give each row a
 		// stride of whole vectors (F16 or BF16 rows of 4 mod 8 elements).
@@ -487,7 +487,7 @@ func hostBytes(res *weight, rb int, data []byte) ([]byte, error) {
 		}
 		return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f)), nil
 	}
-	if res.rowBytes == rb || res.regroup > 0 {
+	if res.rowBytes == rb || res.regroup != nil {
 		return data, nil // regrouped as it is uploaded (uploadWeight)
 	}
 	p := make([]byte, res.rowBytes*w.Rows)
@@ -503,7 +503,7 @@ func hostBytes(res *weight, rb int, data []byte) ([]byte, error) {
 
 // size is the device bytes of weight res from up, hostBytes's result.
 func (res *weight) size(up []byte) int64 {
-	if res.regroup > 0 {
+	if res.regroup != nil {
 		return int64(res.rowBytes) * int64(res.w.Rows)
 	}
 	return int64(len(up))
@@ -514,7 +514,7 @@ func (res *weight) size(up []byte) int64 {
 // rows at a time, regrouped on the way (regroupRow), so that the host holds
 // no regrouped copy of the weight.
 func (d *Device) uploadWeight(p dptr, res *weight, up []byte) error {
-	if res.regroup == 0 {
+	if res.regroup == nil {
 		return d.upload(p, up)
 	}
 	rows, pitch := res.w.Rows, res.rowBytes

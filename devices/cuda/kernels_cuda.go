@@ -34,11 +34,11 @@ var (
 )
 
 // mmqTypes are the weight types with an 8-bit tensor-core prefill mat-mul
-// (MQ_TYPES in kernels/mmq.cu); the others run mmt on f16. Not Q4_0 and
-// Q8_0, whose rows the device regroups (layout.go).
+// (MQ_TYPES in kernels/mmq.cu); the others run mmt on f16. Not Q4_0, Q8_0
+// and Q6_K, whose rows the device regroups (layout.go).
 var mmqTypes = map[quant.Type]bool{
 	quant.Q4_1: true, quant.Q5_0: true, quant.Q5_1: true,
-	quant.Q4_K: true, quant.Q5_K: true, quant.Q6_K: true, quant.IQ4_NL: true,
+	quant.Q4_K: true, quant.Q5_K: true, quant.IQ4_NL: true,
 }
 
 // typeNames are the weight types the kernels are instantiated for

@@ -255,12 +255,12 @@ func (d *Device) takeSlot(k int, need int64) error {
 // records ready[k] (device thread only). The rows inside the pages pin
 // registers go straight from there, at the link's rate; the others, and
 // up, through the slot's pinned edge buffer, each row padded with zeros.
-// Rows to regroup (regroup, their file's block bytes: regroupRow) all go
+// Rows to regroup (regroup, their file block's fields: regroupRow) all go
 // through the edge buffer, regrouped there.
-func (d *Device) streamRows(k int, name string, data []byte, rows, rb, pitch, regroup int, up []byte) error {
+func (d *Device) streamRows(k int, name string, data []byte, rows, rb, pitch int, regroup []int, up []byte) error {
 	s := &d.slots2
 	lo, hi := 0, 0 // the rows wholly inside the pinned pages
-	if regroup == 0 {
+	if regroup == nil {
 		if r := d.pin(name, data); r.n > 0 {
 			lo, hi = (r.off+rb-1)/rb, (r.off+r.n)/rb
 		}
@@ -300,7 +300,7 @@ func (d *Device) streamRows(k int, name string, data []byte, rows, rb, pitch, re
 		n := (r1 - r0) * pitch
 		for r := r0; r < r1; r++ {
 			o := off + (r-r0)*pitch
-			if regroup > 0 {
+			if regroup != nil {
 				if err := guarded(func() { regroupRow(edge[o:o+pitch], data[r*rb:(r+1)*rb], regroup) }); err != nil {
 					return err
 				}

@@ -53,7 +53,8 @@ func TestStreamWeight(t *testing.T) {
 	g := gpu(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	const n = 77 // a prompt's tensor-core tiles
-	ms := streamMats(t, r, "", []matShape{{quant.Q4_0, 512, 256}, {quant.Q4_K, 2048, 1024}, {quant.Q8_0, 1024, 2048}, {quant.Q6_K, 512, 11008}})
+	ms := streamMats(t, r, "", []matShape{{quant.Q4_0, 512, 256}, {quant.Q4_K, 2048, 1024}, {quant.Q8_0, 1024, 2048}, {quant.Q3_K, 512, 11008},
+		{quant.Q6_K, 512, 11008}})
 	run := func(w *ops.Weight, x []float32) ([]float32, error) {
 		in, err := g.Alloc(len(x))
 		if err != nil {
@@ -136,7 +137,7 @@ func TestStreamWeight(t *testing.T) {
 	if pinned.n == 0 || pinned.n > len(ms[1].data) {
 		t.Errorf("%s: %d of its %d bytes pinned", ms[1].str.Name, pinned.n, len(ms[1].data))
 	}
-	// Q6_K rows of 11008 columns (9030 bytes) take a 9040-byte stride on
+	// Q3_K rows of 11008 columns (4730 bytes) take a 4736-byte stride on
 	// the device: copied row by row from the pinned pages (cuMemcpy2D).
 	stream(ms[3])
 	check(ms[3])
@@ -147,11 +148,22 @@ func TestStreamWeight(t *testing.T) {
 	if pinned.n == 0 {
 		t.Errorf("%s: nothing pinned", ms[3].str.Name)
 	}
+	// Q6_K rows (9030 bytes) are regrouped (layout.go: 10080 bytes, 48
+	// blocks), all through the edge buffer: nothing pinned.
+	stream(ms[4])
+	check(ms[4])
+	check(ms[3])
+	if err := g.do(func() error { pinned = g.slots2.pinned[ms[4].str.Name]; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if pinned.n != 0 {
+		t.Errorf("%s: %d bytes pinned, regrouped rows go through the edge buffer", ms[4].str.Name, pinned.n)
+	}
 	var slots int64
 	if err := g.do(func() error { slots = g.slots2.size[0] + g.slots2.size[1]; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if max2 := 2 * int64(512*9040+16); slots > max2 {
+	if max2 := 2 * int64(512*10080+16); slots > max2 {
 		t.Errorf("the slots hold %d bytes, more than two of the largest weight (%d)", slots, max2)
 	}
 	if g.MemoryUsed() < used+slots {

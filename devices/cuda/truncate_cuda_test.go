@@ -17,10 +17,10 @@ import (
 // of a file truncated after it was mapped, as a model file cut short during
 // loading would be: the upload fails with ErrFault instead of a fault inside
 // the driver ending the process, and the device stays usable: for a type
-// whose rows go as they are (Q4_K) and the two the device regroups (Q8_0,
-// Q4_0: layout.go).
+// whose rows go as they are (Q4_K) and the three the device regroups (Q8_0,
+// Q4_0, Q6_K: layout.go).
 func TestLoadWeightFromTruncatedFile(t *testing.T) {
-	for _, typ := range []quant.Type{quant.Q4_K, quant.Q8_0, quant.Q4_0} {
+	for _, typ := range []quant.Type{quant.Q4_K, quant.Q8_0, quant.Q4_0, quant.Q6_K} {
 		t.Run(typ.String(), func(t *testing.T) { truncatedLoad(t, typ) })
 	}
 }

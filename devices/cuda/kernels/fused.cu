@@ -696,14 +696,15 @@ template <> struct TC<T_Q6_K> {
 		for (int hf = 0; hf < 2; hf++)
 #pragma unroll
 			for (int par = 0; par < 2; par++) {
-				const uint8_t *ql = bB + 64 * hf + 16 * par + 4 * tig;
-				uint32_t L0 = w16x2(ql), L1 = w16x2(ql + 32), H = w16x2(bB + 128 + 32 * hf + 16 * par + 4 * tig);
+				// bB is the block's group (regrouped, q6_grp): aligned words.
+				const uint8_t *ql = q6_ql(bB, b) + 64 * hf + 16 * par + 4 * tig;
+				uint32_t L0 = u32(ql), L1 = u32(ql + 32), H = u32(q6_qh(bB, b) + 32 * hf + 16 * par + 4 * tig);
 #pragma unroll
 				for (int k = 0; k < 4; k++) {
 					int G = 8 * hf + 2 * k + par;
 					uint32_t l = k & 1 ? L1 : L0;
 					uint32_t bq = s6((l >> (4 * (k >> 1)) & NIB) | (H >> (2 * k) & 0x03030303u) << 4);
-					int sc0 = (int8_t)bC0[192 + G], sc1 = (int8_t)bC1[192 + G];
+					int sc0 = (int8_t)q6_sc(bC0, b)[G], sc1 = (int8_t)q6_sc(bC1, b)[G];
 #pragma unroll
 					for (int mt = 0; mt < MT; mt++) {
 						int c[4], e = 256 * b + 16 * G + 4 * tig;
@@ -712,7 +713,7 @@ template <> struct TC<T_Q6_K> {
 					}
 				}
 			}
-		float d0 = f16(bC0 + 208), d1 = f16(bC1 + 208);
+		float d0 = f16(q6_d(bC0, b)), d1 = f16(q6_d(bC1, b));
 #pragma unroll
 		for (int mt = 0; mt < MT; mt++) {
 			float x0 = xd(x[mt][0], o, b), x1 = xd(x[mt][1], o, b);

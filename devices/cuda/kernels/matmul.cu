@@ -161,6 +161,27 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 	// A chunk's bytes: [off, off+bytes) of each row, from off rounded down
 	// to 4 (rows start at multiples of 16: row strides are padded to 16).
 	auto issueR = [&](int buf, int c0) {
+		if (T == T_Q6_K) {
+			// A regrouped Q6_K block (q6_grp; a chunk is one block): its
+			// ql, qh and scales to the file's places, 16 bytes a copy, and
+			// the aligned word that holds its d at 208 (d at 208 + 2·(b%2));
+			// fourteen copies a row, a half-warp's lanes p = 0..13 a row.
+			int b = c0 / CH, p = lane & 15;
+			for (int r = 2 * warp + (lane >> 4); r < MT; r += 2 * WARPS) {
+				if (r0 + r >= rows || p >= 14) continue;
+				const uint8_t *g = W + (long long)(r0 + r) * rb + q6_grp(b);
+				uint8_t *dst = R + buf * MT * rs + r * rs;
+				if (p < 8)
+					cp_async16(dst + 16 * p, q6_ql(g, b) + 16 * p, 16);
+				else if (p < 12)
+					cp_async16(dst + 16 * p, q6_qh(g, b) + 16 * (p - 8), 16);
+				else if (p == 12)
+					cp_async16(dst + 192, q6_sc(g, b), 16);
+				else
+					cp_async4(dst + 208, q6_d(g, b) - 2 * (b & 1));
+			}
+			return;
+		}
 		long long off = (long long)(c0 / CH) * cb;
 		// (Q4_0's and Q8_0's regrouped rows: a whole group, padded.)
 		int bytes = T == T_Q4_0 || T == T_Q8_0 ? cb : (int)((long long)min(CH, kend - c0) * cb / CH);
@@ -187,7 +208,12 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 			if (r0 + r < rows) {
 				float w[8];
 				int e0, e1;
-				Q<T>::deq(raw + r * rs, (b >> 3) + (p & 3), w, e0, e1);
+				if (T == T_Q6_K) {
+					const uint8_t *q = raw + r * rs; // issueR's block
+					q6_deq(q, q + 128, q + 192, f16(q + 208 + 2 * (((kbeg + k) / CH) & 1)), (b >> 3) + (p & 3), w, e0, e1);
+				} else {
+					Q<T>::deq(raw + r * rs, (b >> 3) + (p & 3), w, e0, e1);
+				}
 				*(uint2 *)(a + e0 - b) = make_uint2(half2_bits(w[0], w[1]), half2_bits(w[2], w[3]));
 				*(uint2 *)(a + e1 - b) = make_uint2(half2_bits(w[4], w[5]), half2_bits(w[6], w[7]));
 			} else {
@@ -196,7 +222,7 @@ __device__ __forceinline__ void mmt(const uint8_t *W, long long rb, int cb, int 
 		}
 	};
 	// raw returns chunk c's bytes in its buffer, past the row start's rounding.
-	auto raw = [&](int c) { return R + (c & 1) * MT * rs + (int)(((long long)(kbeg / CH + c) * cb) & 3); };
+	auto raw = [&](int c) { return R + (c & 1) * MT * rs + (T == T_Q6_K ? 0 : (int)(((long long)(kbeg / CH + c) * cb) & 3)); };
 	int steps = (kend - kbeg) / KT;
 	// Group j holds step j's activations (and, from the loop, a chunk's
 	// bytes); the prologue's first also chunk 0's.

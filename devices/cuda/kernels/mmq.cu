@@ -8,7 +8,6 @@
 //
 //	DM  (Q4_0, Q5_0, Q8_0, IQ4_NL):  y += Σq_w·q_x · d_w·d_x
 //	MIN (Q4_1, Q5_1, Q4_K, Q5_K):    y += Σq_w·q_x · d_w·d_x + m_w·s_x
-//	S16 (Q6_K, scales per 16):       y += (Σ_lo·sc_lo + Σ_hi·sc_hi) · d_w·d_x, one k16 product each
 //
 // Against the f16 kernels (matmul.cu, mmt) it reads half the shared-memory
 // bytes per product, runs the tensor cores at their 8-bit rate, and spends
@@ -40,13 +39,11 @@
 #define AHEAD 2   // steps the activations are copied ahead
 #define MQ_DM 0   // y += c·d_w·d_x
 #define MQ_MIN 1  // y += c·d_w·d_x + m_w·s_x
-#define MQ_S16 2  // y += c_lo·d_w·sc_lo·d_x + c_hi·d_w·sc_hi·d_x
 
 // MQ<T> decodes weight type T for mmq: half(raw, j, h, q) writes the 16
 // 8-bit integers of elements 16h..16h+15 of 32-element block j (0..7) of a
 // chunk of 256 columns whose bytes start at raw, four to a word in element
-// order; scale(raw, j) is block j's (d_w, m_w), or for S16 d_w times each
-// of its two scales of 16 (exact: an f16 times an 8-bit integer). mode is the
+// order; scale(raw, j) is block j's (d_w, m_w). mode is the
 // block's scaling (MQ_*); ok is false for the types mmq does not take.
 template <int T> struct MQ {
 	static const bool ok = false;
@@ -55,9 +52,9 @@ template <int T> struct MQ {
 	static __device__ __forceinline__ float2 scale(const uint8_t *, int) { return make_float2(0, 0); }
 };
 
-// Q4_0 and Q8_0 are not taken: the device's rows of them are regrouped
-// (quant.cuh's grp_d, grp_q), and mmq is off by default (useMMQ in
-// run_cuda.go).
+// Q4_0, Q8_0 and Q6_K are not taken: the device's rows of them are
+// regrouped (quant.cuh's grp_d, grp_q, q6_grp), and mmq is off by default
+// (useMMQ in run_cuda.go).
 
 // Q4_1: nibbles as Q4_0, no offset; the minimum m.
 template <> struct MQ<T_Q4_1> {
@@ -131,24 +128,6 @@ template <int T> struct MQK {
 };
 template <> struct MQ<T_Q4_K> : MQK<T_Q4_K> {};
 template <> struct MQ<T_Q5_K> : MQK<T_Q5_K> {};
-
-// Q6_K: sub-block j is half j/4, quarter j%4 of the super-block (Q<T_Q6_K>
-// in quant.cuh), minus 32; scales 2j and 2j+1 for its two 16s.
-template <> struct MQ<T_Q6_K> {
-	static const bool ok = true;
-	static const int mode = MQ_S16;
-	static __device__ __forceinline__ void half(const uint8_t *b, int j, int h, uint32_t *q) {
-		int n = j >> 2, k = j & 3;
-		const uint8_t *ql = b + 64 * n + 32 * (k & 1) + 16 * h, *qh = b + 128 + 32 * n + 16 * h;
-#pragma unroll
-		for (int i = 0; i < 4; i++)
-			q[i] = __vsub4((w16x2(ql + 4 * i) >> (4 * (k >> 1)) & NIB) | (w16x2(qh + 4 * i) >> (2 * k) & 0x03030303u) << 4, 0x20202020u);
-	}
-	static __device__ __forceinline__ float2 scale(const uint8_t *b, int j) {
-		float d = f16(b + 208);
-		return make_float2(__fmul_rn(d, (float)(int8_t)b[192 + 2 * j]), __fmul_rn(d, (float)(int8_t)b[193 + 2 * j]));
-	}
-};
 
 // mmq_quant quantizes x (n rows of cols f32) for mmq: xq[t·cols + e] the
 // 8-bit integers and xd[(e/32)·npad + t] block e/32's (d, d·Σq), zeros for
@@ -305,26 +284,14 @@ __device__ __forceinline__ void mmq(const uint8_t *W, long long rb, int cb, int 
 				float dx[2] = {xsc.x, xsc.z}, sx[2] = {xsc.y, xsc.w};
 #pragma unroll
 				for (int i = 0; i < 2; i++) {
-					if (M::mode == MQ_S16) {
-						int lo[4], hi[4];
-						mma_s8k16(lo, af[i][0], af[i][1], bf[j][0]);
-						mma_s8k16(hi, af[i][2], af[i][3], bf[j][1]);
+					int c[4];
+					mma_s8k32(c, af[i], bf[j][0], bf[j][1]);
 #pragma unroll
-						for (int e = 0; e < 4; e++) {
-							float2 w = ws[i][e >> 1];
-							float v = fmaf(__int2float_rn(lo[e]), w.x, __int2float_rn(hi[e]) * w.y);
-							acc[i][j][e] = fmaf(v, dx[e & 1], acc[i][j][e]);
-						}
-					} else {
-						int c[4];
-						mma_s8k32(c, af[i], bf[j][0], bf[j][1]);
-#pragma unroll
-						for (int e = 0; e < 4; e++) {
-							float2 w = ws[i][e >> 1];
-							float v = fmaf(__int2float_rn(c[e]) * dx[e & 1], w.x, acc[i][j][e]);
-							if (M::mode == MQ_MIN) v = fmaf(w.y, sx[e & 1], v);
-							acc[i][j][e] = v;
-						}
+					for (int e = 0; e < 4; e++) {
+						float2 w = ws[i][e >> 1];
+						float v = fmaf(__int2float_rn(c[e]) * dx[e & 1], w.x, acc[i][j][e]);
+						if (M::mode == MQ_MIN) v = fmaf(w.y, sx[e & 1], v);
+						acc[i][j][e] = v;
 					}
 				}
 			}
@@ -368,5 +335,5 @@ __device__ __forceinline__ void mmq(const uint8_t *W, long long rb, int cb, int 
 	extern "C" __global__ void __launch_bounds__(64) mmq32_##name(MMQ_PARAMS) {                               \
 		MMQ_PICK mmq<32, 32, id>(W, rb, cb, rs, Xq, XD, npad, Y, rows, r0, cols, n, ks, tt);                  \
 	}
-#define MQ_TYPES(X) X(T_Q4_1, q4_1) X(T_Q5_0, q5_0) X(T_Q5_1, q5_1) X(T_Q4_K, q4_k) X(T_Q5_K, q5_k) X(T_Q6_K, q6_k) X(T_IQ4_NL, iq4_nl)
+#define MQ_TYPES(X) X(T_Q4_1, q4_1) X(T_Q5_0, q5_0) X(T_Q5_1, q5_1) X(T_Q4_K, q4_k) X(T_Q5_K, q5_k) X(T_IQ4_NL, iq4_nl)
 MQ_TYPES(MMQ)

@@ -148,12 +148,12 @@ __device__ __forceinline__ void quant256(const V &val, int cols, XQ x) {
 
 __device__ __forceinline__ uint32_t w16x2(const uint8_t *p) { return u16(p) | u16(p + 2) << 16; }
 
-// words16 reads the N 32-bit words at p, which is only 2-byte aligned (Q6_K's
-// 210-byte blocks), with N+1 aligned 4-byte loads and funnel shifts instead
-// of 2N 2-byte loads (measured: Q6_K mat-vec 760 -> 836 GB/s; Q4_0's and
-// Q8_0's rows are regrouped on the device instead, grp_q). It may read up
-// to 2 bytes past p+4N, within the 16 bytes of slack every weight is
-// allocated with (device_cuda.go).
+// words16 reads the N 32-bit words at p, which is only 2-byte aligned (Q3_K's
+// 110-byte blocks), with N+1 aligned 4-byte loads and funnel shifts instead
+// of 2N 2-byte loads (measured on Q6_K's file blocks: mat-vec 760 -> 836
+// GB/s; the device now regroups Q4_0's, Q8_0's and Q6_K's rows, grp_q and
+// q6_grp). It may read up to 2 bytes past p+4N, within the 16 bytes of
+// slack every weight is allocated with (device_cuda.go).
 template <int N>
 __device__ __forceinline__ void words16(const uint8_t *p, uint32_t *w) {
 	const uint32_t *a = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
@@ -535,15 +535,22 @@ template <> struct D8<T_Q6_K> {
 	static const int block = 256, TPB = 4, bytes = 210;
 	static const bool q81 = false, hasOff = false;
 	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) {
+		// blk is the block's group (regrouped, q6_grp): its ql and qh
+		// runs are 32-byte aligned, two 16-byte loads each (in the file's
+		// blocks, nine aligned words and eight funnel shifts each).
 		int hf = k >> 1, kk = k & 1;
-		const uint8_t *ql = blk + 64 * hf + 32 * kk, *qh = blk + 128 + 32 * hf;
+		const uint8_t *ql = q6_ql(blk, b) + 64 * hf + 32 * kk, *qh = q6_qh(blk, b) + 32 * hf, *sc = q6_sc(blk, b);
 #if !MV_XBASE
 		const int e = 256 * b + 128 * hf;
 #endif
 		int p[4] = {0, 0, 0, 0}; // chunk κ groups 0, 1; chunk κ+2 groups 0, 1
 		uint32_t L[8], G[8];
-		words16<8>(ql, L);
-		words16<8>(qh, G);
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			uint4 l = *(const uint4 *)(ql + 16 * i), g = *(const uint4 *)(qh + 16 * i);
+			L[4 * i] = l.x, L[4 * i + 1] = l.y, L[4 * i + 2] = l.z, L[4 * i + 3] = l.w;
+			G[4 * i] = g.x, G[4 * i + 1] = g.y, G[4 * i + 2] = g.z, G[4 * i + 3] = g.w;
+		}
 		// The activations of chunks κ and κ+2: 32 bytes each, 16-byte aligned.
 		int X1[8], X2[8];
 #if MV_XBASE
@@ -567,14 +574,14 @@ template <> struct D8<T_Q6_K> {
 			p[i >> 2] = __dp4a((int)q1, X1[i], p[i >> 2]);
 			p[2 + (i >> 2)] = __dp4a((int)q2, X2[i], p[2 + (i >> 2)]);
 		}
-		uint32_t sa = u16(blk + 192 + 8 * hf + 2 * kk), sb = u16(blk + 192 + 8 * hf + 2 * kk + 4);
+		uint32_t sa = u16(sc + 8 * hf + 2 * kk), sb = u16(sc + 8 * hf + 2 * kk + 4);
 		const short *bs = x.bs + 16 * b + 8 * hf + 2 * kk;
 		dot = (int)(int8_t)(sa & 0xff) * (p[0] - 32 * bs[0]) + (int)(int8_t)(sa >> 8) * (p[1] - 32 * bs[1]) +
 		      (int)(int8_t)(sb & 0xff) * (p[2] - 32 * bs[4]) + (int)(int8_t)(sb >> 8) * (p[3] - 32 * bs[5]);
 		off = 0;
 	}
 	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int, uint32_t) {
-		return fmd(x.d[b], f16(blk + 208), (float)dot);
+		return fmd(x.d[b], f16(q6_d(blk, b)), (float)dot);
 	}
 };
 
@@ -683,9 +690,9 @@ template <> struct D8<T_IQ4_XS> {
 
 // blkAt is where block b of a row of type T starts as the device holds it:
 // b·bytes, or for the regrouped Q4_0 and Q8_0 its scale (grp_d), from which
-// its part finds the quants.
+// its part finds the quants, and for the regrouped Q6_K its group (q6_grp).
 template <int T> __device__ __forceinline__ long long blkAt(int b) {
-	return T == T_Q4_0 ? grp_at<16>(b) : T == T_Q8_0 ? grp_at<32>(b) : (long long)b * D8<T>::bytes;
+	return T == T_Q4_0 ? grp_at<16>(b) : T == T_Q8_0 ? grp_at<32>(b) : T == T_Q6_K ? q6_grp(b) : (long long)b * D8<T>::bytes;
 }
 
 // The trips of row_dotq unrolled: MV_UNROLL for most types, Q80_UNROLL for

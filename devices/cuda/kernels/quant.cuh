@@ -12,8 +12,9 @@
 //
 // Alignment: a row starts at a multiple of its row bytes from a cuMemAlloc'd
 // base. The device holds Q4_0 and Q8_0 rows regrouped (grp_d, grp_q below),
-// their quants 16-byte aligned. Q5_0 (22) and Q6_K (210) blocks are only
-// 2-byte aligned in general, so those read 16-bit words; Q4_1 (20), Q5_1 (24), Q4_K
+// their quants 16-byte aligned, and Q6_K rows regrouped too (q6_grp below).
+// Q5_0 (22) blocks are only 2-byte aligned in general, so those read 16-bit
+// words; Q4_1 (20), Q5_1 (24), Q4_K
 // (144) and Q5_K (176) read 32-bit words; float rows 16-byte vectors. Of the
 // low-bit types, Q2_K (84), IQ4_XS (136) read 32-bit words, IQ4_NL (18) and
 // Q3_K (110) 16-bit ones.
@@ -46,6 +47,19 @@ template <int T> struct Q;
 template <int QB> __device__ __forceinline__ long long grp_at(int b) { return (16LL + 8 * QB) * (b >> 3) + 2 * (b & 7); }
 template <int QB> __device__ __forceinline__ const uint8_t *grp_d(const uint8_t *row, int b) { return row + grp_at<QB>(b); }
 template <int QB> __device__ __forceinline__ const uint8_t *grp_q(const uint8_t *row, int b) { return row + (16LL + 8 * QB) * (b >> 3) + 16 + QB * (b & 7); }
+
+// Q6_K as the device holds it (regroup in layout.go): a row's 210-byte
+// blocks in groups of eight, each group the eight blocks' ql (128 bytes
+// each), then their qh (64), their scales (16) and their f16 d (2), 1680
+// bytes, the last group padded with zeros, so that a block's ql, qh and
+// scales start 16-byte aligned (a file's blocks are 2-byte aligned: words
+// and funnel shifts). q6_grp is block b's group in the row; q6_ql, q6_qh,
+// q6_sc and q6_d its fields from the group g.
+__device__ __forceinline__ long long q6_grp(int b) { return 1680LL * (b >> 3); }
+__device__ __forceinline__ const uint8_t *q6_ql(const uint8_t *g, int b) { return g + 128 * (b & 7); }
+__device__ __forceinline__ const uint8_t *q6_qh(const uint8_t *g, int b) { return g + 1024 + 64 * (b & 7); }
+__device__ __forceinline__ const uint8_t *q6_sc(const uint8_t *g, int b) { return g + 1536 + 16 * (b & 7); }
+__device__ __forceinline__ const uint8_t *q6_d(const uint8_t *g, int b) { return g + 1664 + 2 * (b & 7); }
 
 template <> struct Q<T_F32> {
 	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
@@ -223,28 +237,34 @@ template <> struct Q<T_Q5_K> {
 	}
 };
 
-// Q6_K: 210 bytes: 128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d. The
-// 32-element chunk r = (c/4)%8 of a super-block is half h = r/4, quarter
-// k = r%4: its element l takes nibble k/2 of ql[64h + 32(k%2) + l], bits 2k..
-// of qh[32h + l], and scale 8h + 2k + l/16; d*scale*(q-32).
+// Q6_K: 210 bytes: 128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d
+// (regrouped: q6_grp). The 32-element chunk r = (c/4)%8 of a super-block is
+// half h = r/4, quarter k = r%4: its element l takes nibble k/2 of
+// ql[64h + 32(k%2) + l], bits 2k.. of qh[32h + l], and scale 8h + 2k + l/16;
+// d*scale*(q-32). q6_deq decodes piece c from the block's fields (ql, qh,
+// sc, d), 8-byte aligned pieces of ql and qh.
+__device__ __forceinline__ void q6_deq(const uint8_t *ql, const uint8_t *qh, const uint8_t *sc, float d, int c, float *w, int &e0, int &e1) {
+	int r = (c >> 2) & 7, h = r >> 2, k = r & 3, s = c & 3;
+	uint2 l = *(const uint2 *)(ql + 64 * h + 32 * (k & 1) + 8 * s), g = *(const uint2 *)(qh + 32 * h + 8 * s);
+	float sd = mul(d, (float)(int8_t)sc[8 * h + 2 * k + (s >> 1)]);
+	int shl = 4 * (k >> 1), shh = 2 * k;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint32_t v = ((i < 2 ? l.x : l.y) >> (16 * (i & 1)) & 0xffff) >> shl, gh = ((i < 2 ? g.x : g.y) >> (16 * (i & 1)) & 0xffff) >> shh;
+#pragma unroll
+		for (int t = 0; t < 2; t++) {
+			int q = (int)(((v >> (8 * t)) & 15) | ((gh >> (8 * t)) & 3) << 4) - 32;
+			w[2 * i + t] = mul(sd, (float)q);
+		}
+	}
+	e0 = 8 * c, e1 = e0 + 4;
+}
+
 template <> struct Q<T_Q6_K> {
 	static __device__ __forceinline__ void deq(const uint8_t *row, int c, float *w, int &e0, int &e1) {
-		const uint8_t *b = row + 210 * (c >> 5);
-		int r = (c >> 2) & 7, h = r >> 2, k = r & 3, s = c & 3;
-		float d = f16(b + 208);
-		const uint8_t *ql = b + 64 * h + 32 * (k & 1) + 8 * s, *qh = b + 128 + 32 * h + 8 * s;
-		float sd = mul(d, (float)(int8_t)b[192 + 8 * h + 2 * k + (s >> 1)]);
-		int shl = 4 * (k >> 1), shh = 2 * k;
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			uint32_t v = u16(ql + 2 * i) >> shl, g = u16(qh + 2 * i) >> shh;
-#pragma unroll
-			for (int t = 0; t < 2; t++) {
-				int q = (int)(((v >> (8 * t)) & 15) | ((g >> (8 * t)) & 3) << 4) - 32;
-				w[2 * i + t] = mul(sd, (float)q);
-			}
-		}
-		e0 = 8 * c, e1 = e0 + 4;
+		int b = c >> 5;
+		const uint8_t *g = row + q6_grp(b);
+		q6_deq(q6_ql(g, b), q6_qh(g, b), q6_sc(g, b), f16(q6_d(g, b)), c, w, e0, e1);
 	}
 };
 
