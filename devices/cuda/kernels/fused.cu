@@ -21,6 +21,11 @@
 #ifndef MVW_THREADS_SMALL
 #define MVW_THREADS_SMALL MVW_THREADS // Q4_0, Q8_0, Q4_K and their MV_ROPE launches
 #endif
+// Q6_K's wide kernel takes 78 registers, one block a multiprocessor; held
+// to 64 (two blocks, __launch_bounds__(512, 2), 32 bytes spilled) it
+// measured faster alone on an H200 (TestDecodeMatVec, µs: 4096×11008 18.4
+// → 16.1, 4096×4096 7.9 → 6.85) but slower in Llama-7B Q4_K_M's decode
+// (tg128 499.9 → 488.7 tok/s), so it is not.
 #ifndef MVW_THREADS_BIG
 #define MVW_THREADS_BIG MVW_THREADS // Q5_K and Q6_K, more registers a thread
 #endif
@@ -134,7 +139,10 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // tg128 TinyLlama Q4_0 1469 → 1451 / 1354, Llama-7B 486 → 472 / 455): the
 // room they take leaves fewer blocks a multiprocessor (Q4_K 4096×4096
 // without a norm 5.57 → 5.73 µs), and the first trip's copy added more
-// than it hid (6.63 µs).
+// than it hid (6.63 µs). So was asking L2, at the launch's start, before x
+// is staged, for the first 2 or 8 KiB of each warp's rows (prefetch.global.L2
+// a line a lane; H200, tg128 Llama-7B 488 → 446 / 432 tok/s, TinyLlama Q4_0
+// 1512 → 1492 / 1440).
 template <int T, int NT, int T2 = T>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
