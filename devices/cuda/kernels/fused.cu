@@ -29,6 +29,15 @@
 #ifndef MVW_THREADS_BIG
 #define MVW_THREADS_BIG MVW_THREADS // Q5_K and Q6_K, more registers a thread
 #endif
+// MV_SILU_SEQ 1 (prepared, not yet measured: bench/cuda/mv-ab.sh) takes
+// MV_SILU's gate and up rows one after the other for Q5_K and Q6_K
+// (row_dotq<T, 1> twice): their two rows' loads at once are what holds their
+// wide kernels above 64 registers (mvw_q6_k 78 → 64, mvw_q5_k 88 → 64 by
+// ptxas, no spills), which would give them the two blocks a multiprocessor
+// that the spilling build above showed faster alone.
+#ifndef MV_SILU_SEQ
+#define MV_SILU_SEQ 0
+#endif
 #define MV_PLAIN 0     // up to three weights' rows, one after another
 #define MV_SILU 1      // gate W0 and up W1 row by row; S = silu(Y0)·Y1
 #define MV_ADD 2       // one weight; S = res + Y0
@@ -273,7 +282,10 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		float y[2];
 		if (D8<T>::block) {
 			const uint8_t *rs[2] = {W, U};
-			if (mode == MV_SILU)
+			if (mode == MV_SILU && MV_SILU_SEQ && (T == T_Q6_K || T == T_Q5_K)) {
+				row_dotq<T, 1>(rs, xq, nb, lane, y);
+				row_dotq<T, 1>(rs + 1, xq, nb, lane, y + 1);
+			} else if (mode == MV_SILU)
 				row_dotq<T, 2>(rs, xq, nb, lane, y);
 			else
 				row_dotq<T, 1>(rs, xq, nb, lane, y);
