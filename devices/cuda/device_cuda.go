@@ -207,8 +207,8 @@ type weight struct {
 	typ      quant.Type // of the bytes at ptr
 	ptr      dptr
 	rowBytes int
-	regroup  []int // where set, the file block's fields of rows regrouped (regroupRow)
-	streamed bool  // in a streaming slot (StreamWeight), not resident
+	regroup  bool // rows regrouped (regroupRow)
+	streamed bool // in a streaming slot (StreamWeight), not resident
 }
 
 // kvCache is one layer's keys and values, binary16 (as the CPU device keeps
@@ -466,8 +466,8 @@ func weightLayout(w *ops.Weight, data []byte) (*weight, int, error) {
 	res := &weight{w: *w, typ: w.Type, rowBytes: rb}
 	if w.Rows == 1 {
 		res.typ, res.rowBytes = quant.F32, 4*w.Cols
-	} else if f := regroupFields[w.Type]; f != nil {
-		res.rowBytes, res.regroup = regroupRowBytes(w.Type, w.Cols), f
+	} else if regroupFields[w.Type] != nil {
+		res.rowBytes, res.regroup = regroupRowBytes(w.Type, w.Cols), true
 	} else {
 		// The kernels read float rows in 16-byte vectors: give each row a
 		// stride of whole vectors (F16 or BF16 rows of 4 mod 8 elements).
@@ -487,7 +487,7 @@ func hostBytes(res *weight, rb int, data []byte) ([]byte, error) {
 		}
 		return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f)), nil
 	}
-	if res.rowBytes == rb || res.regroup != nil {
+	if res.rowBytes == rb || res.regroup {
 		return data, nil // regrouped as it is uploaded (uploadWeight)
 	}
 	p := make([]byte, res.rowBytes*w.Rows)
@@ -503,7 +503,7 @@ func hostBytes(res *weight, rb int, data []byte) ([]byte, error) {
 
 // size is the device bytes of weight res from up, hostBytes's result.
 func (res *weight) size(up []byte) int64 {
-	if res.regroup != nil {
+	if res.regroup {
 		return int64(res.rowBytes) * int64(res.w.Rows)
 	}
 	return int64(len(up))
@@ -514,7 +514,7 @@ func (res *weight) size(up []byte) int64 {
 // rows at a time, regrouped on the way (regroupRow), so that the host holds
 // no regrouped copy of the weight.
 func (d *Device) uploadWeight(p dptr, res *weight, up []byte) error {
-	if res.regroup == nil {
+	if !res.regroup {
 		return d.upload(p, up)
 	}
 	rows, pitch := res.w.Rows, res.rowBytes
@@ -528,7 +528,7 @@ func (d *Device) uploadWeight(p dptr, res *weight, up []byte) error {
 		}
 		if err := guarded(func() {
 			for i := range n {
-				regroupRow(s[i*pitch:(i+1)*pitch], up[(r0+i)*rb:(r0+i+1)*rb], res.regroup)
+				regroupRow(s[i*pitch:(i+1)*pitch], up[(r0+i)*rb:(r0+i+1)*rb], res.typ)
 			}
 		}); err != nil {
 			return err

@@ -25,21 +25,18 @@ func regroupRowBytes(t quant.Type, cols int) int {
 	return 8 * t.BlockBytes() * ((cols/t.BlockSize() + 7) / 8)
 }
 
-// regroupRow lays out one row of the file (src, blocks of the fields f,
-// regroupFields) as the kernels read it (dst, regroupRowBytes; grp_d,
-// grp_q and q6_grp in kernels/quant.cuh): each group of eight blocks holds
-// the eight blocks' first field one after another, then their second, and
-// so on, so that a block's quants (and Q6_K's scales) start at multiples of
-// 16 bytes. Blocks past the row's last are zeros.
-func regroupRow(dst, src []byte, f []int) {
+// regroupRow lays out one row of the file (src, blocks of type t, whose
+// fields are regroupFields[t]) as the kernels read it (dst, regroupRowBytes;
+// grp_d, grp_q and q6_grp in kernels/quant.cuh): each group of eight blocks
+// holds the eight blocks' first field one after another, then their second,
+// and so on, so that a block's quants (and Q6_K's scales) start at multiples
+// of 16 bytes. Blocks past the row's last are zeros.
+func regroupRow(dst, src []byte, t quant.Type) {
 	clear(dst)
-	bb := 0
-	for _, n := range f {
-		bb += n
-	}
+	bb := t.BlockBytes()
 	for b := range len(src) / bb {
 		g, j, at := dst[8*bb*(b/8):], b%8, bb*b
-		for _, n := range f {
+		for _, n := range regroupFields[t] {
 			copy(g[n*j:n*(j+1)], src[at:at+n])
 			g, at = g[8*n:], at+n
 		}

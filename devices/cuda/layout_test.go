@@ -56,7 +56,7 @@ func TestRegroupRow(t *testing.T) {
 			for i := range dst {
 				dst[i] = 0xff // regroupRow writes every byte
 			}
-			regroupRow(dst, src, f)
+			regroupRow(dst, src, typ)
 			used := make([]bool, n)
 			for b := range blocks {
 				for i, fl := range at(b) {

@@ -10,6 +10,7 @@ import (
 
 	"hybrid/devices"
 	"hybrid/ops"
+	"hybrid/quant"
 )
 
 var _ devices.WeightStreamer = (*Device)(nil)
@@ -147,7 +148,7 @@ func (d *Device) StreamWeight(w *ops.Weight, data []byte) error {
 		if err := d.takeSlot(k, int64(res.rowBytes*w.Rows)+16); err != nil {
 			return fmt.Errorf("cuda: streaming weight %s: %w", w.Name, err)
 		}
-		if err := d.streamRows(k, w.Name, data, w.Rows, rb, res.rowBytes, res.regroup, up); err != nil {
+		if err := d.streamRows(k, w.Name, data, w.Rows, rb, res.rowBytes, res.typ, res.regroup, up); err != nil {
 			return fmt.Errorf("cuda: streaming weight %s: %w", w.Name, err)
 		}
 		if syncStream {
@@ -255,12 +256,12 @@ func (d *Device) takeSlot(k int, need int64) error {
 // records ready[k] (device thread only). The rows inside the pages pin
 // registers go straight from there, at the link's rate; the others, and
 // up, through the slot's pinned edge buffer, each row padded with zeros.
-// Rows to regroup (regroup, their file block's fields: regroupRow) all go
-// through the edge buffer, regrouped there.
-func (d *Device) streamRows(k int, name string, data []byte, rows, rb, pitch int, regroup []int, up []byte) error {
+// Rows to regroup (regroup: regroupRow, rows of type t) all go through the
+// edge buffer, regrouped there.
+func (d *Device) streamRows(k int, name string, data []byte, rows, rb, pitch int, t quant.Type, regroup bool, up []byte) error {
 	s := &d.slots2
 	lo, hi := 0, 0 // the rows wholly inside the pinned pages
-	if regroup == nil {
+	if !regroup {
 		if r := d.pin(name, data); r.n > 0 {
 			lo, hi = (r.off+rb-1)/rb, (r.off+r.n)/rb
 		}
@@ -300,8 +301,8 @@ func (d *Device) streamRows(k int, name string, data []byte, rows, rb, pitch int
 		n := (r1 - r0) * pitch
 		for r := r0; r < r1; r++ {
 			o := off + (r-r0)*pitch
-			if regroup != nil {
-				if err := guarded(func() { regroupRow(edge[o:o+pitch], data[r*rb:(r+1)*rb], regroup) }); err != nil {
+			if regroup {
+				if err := guarded(func() { regroupRow(edge[o:o+pitch], data[r*rb:(r+1)*rb], t) }); err != nil {
 					return err
 				}
 				continue
