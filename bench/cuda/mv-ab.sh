@@ -11,11 +11,9 @@
 # (MV_XBASE, Q4K_U8HI, Q4K_WIDE, Q4K_TPB, MVW_THREADS*; Q40_WORDS and
 # Q80_WORDS went with the file's Q4_0 and Q8_0 blocks: the device regroups them),
 # each with its measurement (Q8K_REDUX, now the only code, and MV_NW_EARLY,
-# dropped, were the twenty-second session's). -DMV_SILU_SEQ=1 (the
-# twenty-fifth session's, prepared and not yet run) fits Q5_K's and Q6_K's
-# wide kernels in 64 registers; time it on S="Q6_K 4096x11008,Q6_K
-# 2048x5632,Q6_K 4096x4096" and end to end on the Q4_K_M files, whose
-# ffn_down, attn_v and output are partly Q6_K. -DMV_STAGE_SKIP=1
+# dropped, were the twenty-second session's). The twenty-fifth session's
+# -DMV_SILU_SEQ=1 became mvw2_q6_k (the twenty-sixth's: HYBRID_CUDA_MVW2=0
+# and 1 switch it for hybrid bench). -DMV_STAGE_SKIP=1
 # is a timing-only build (its exactness line fails: it stages no input)
 # that says what a launch's input staging costs.
 #

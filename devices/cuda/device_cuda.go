@@ -193,6 +193,7 @@ type Device struct {
 	units      []unit         // fuse's scratch
 	noFuse     bool           // launch every op alone (tests compare both ways)
 	mvWarpsSet int            // warps a decode mat-vec block takes where set (SetMVWarps), else mvWarps's default
+	twoSet     bool           // every wide decode mat-vec with mvw2_<type> takes it (tests), else twoBlocks's rule
 	gqaHeads   int            // the most query heads a block of attention_g takes where set (tests), else gqaHeads's
 	stage      unsafe.Pointer // pinned host staging for Write and Read
 	chain      chain          // the picks PickNext queued (devices.Chainer)

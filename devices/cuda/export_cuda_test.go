@@ -17,6 +17,10 @@ func Fused(d *Device) (fused, alone int) {
 // (8 or 16), or mvWarps's default for 0.
 func SetMVWarps(d *Device, w int) { d.do(func() error { d.mvWarpsSet = w; return nil }) }
 
+// SetTwoBlocks makes every wide decode mat-vec of d whose type has
+// mvw2_<type> take it (on), or twoBlocks's rule (off).
+func SetTwoBlocks(d *Device, on bool) { d.do(func() error { d.twoSet = on; return nil }) }
+
 // MVRopes returns how many q, k, v mat-vec launches with their RoPE and
 // cache append (fuseMVRope) d has made.
 func MVRopes(d *Device) int {

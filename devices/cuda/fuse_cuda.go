@@ -607,6 +607,9 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	warps := 8
 	if wide {
 		warps = k.threads / 32
+		if k == tk.mvw && tk.mvw2.fn != nil && d.twoBlocks((total+warps-1)/warps) {
+			k = tk.mvw2
+		}
 	}
 	a.i64(int64(rb2))
 	shmem := stageBytes(w0.typ, cols)
@@ -650,6 +653,24 @@ func (d *Device) mvWarps() int {
 		return 8
 	}
 	return 16
+}
+
+// mvw2Env is HYBRID_CUDA_MVW2: 0 never takes mvw2_<type>, 1 always, to
+// measure them; else twoBlocks's rule.
+var mvw2Env = os.Getenv("HYBRID_CUDA_MVW2")
+
+// twoBlocks says whether a wide decode mat-vec of need blocks runs as
+// mvw2_<type> (two blocks a multiprocessor, 64 registers) rather than
+// mvw_<type> (one, more registers): where its rows fill more than one block
+// a multiprocessor, or always where the test hook SetTwoBlocks says so.
+func (d *Device) twoBlocks(need int) bool {
+	switch {
+	case d.twoSet || mvw2Env == "1":
+		return true
+	case mvw2Env == "0":
+		return false
+	}
+	return need > d.sms
 }
 
 // mvWave limits a mat-vec launch to one wave (mvBlocks); tests turn it off

@@ -33,15 +33,19 @@ func TestFusedDecodeIsExact(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			m := storiesModel(t, typ, 1)
 			// plain launches each op alone on eight warps a block, wide
-			// fuses on sixteen (where its types have mvw_<type>).
-			plain, fused, wide := openGPU(t), openGPU(t), openGPU(t)
+			// fuses on sixteen (where its types have mvw_<type>), and wide2
+			// too, with mvw2_<type> wherever its type has one (the others
+			// only where a launch's rows fill two blocks a multiprocessor).
+			plain, fused, wide, wide2 := openGPU(t), openGPU(t), openGPU(t), openGPU(t)
 			cuda.SetFuse(plain, false)
 			cuda.SetMVWarps(plain, 8)
 			cuda.SetMVWarps(fused, 8)
 			cuda.SetMVWarps(wide, 16)
+			cuda.SetMVWarps(wide2, 16)
+			cuda.SetTwoBlocks(wide2, true)
 			const ctx, steps = 64, 16
 			var execs []*runtime.Executor
-			for _, d := range []devices.Device{plain, fused, cpu.New("cpu", 0), wide} {
+			for _, d := range []devices.Device{plain, fused, cpu.New("cpu", 0), wide, wide2} {
 				e, err := runtime.NewExecutor(m, d, ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -52,7 +56,7 @@ func TestFusedDecodeIsExact(t *testing.T) {
 			pos := 0
 			var worst float64
 			for s := range steps {
-				var lg [4][]float32
+				var lg [5][]float32
 				for i, e := range execs {
 					var l []float32
 					var err error
@@ -72,6 +76,9 @@ func TestFusedDecodeIsExact(t *testing.T) {
 					}
 					if math.Float32bits(lg[0][j]) != math.Float32bits(lg[3][j]) {
 						t.Fatalf("step %d: logit %d: fused on sixteen warps a block %v, unfused on eight %v", s, j, lg[3][j], lg[0][j])
+					}
+					if math.Float32bits(lg[0][j]) != math.Float32bits(lg[4][j]) {
+						t.Fatalf("step %d: logit %d: fused on sixteen warps a block, two blocks a multiprocessor, %v, unfused on eight %v", s, j, lg[4][j], lg[0][j])
 					}
 				}
 				e, top := relErr(lg[0], lg[2])

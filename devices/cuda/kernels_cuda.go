@@ -70,6 +70,7 @@ type typed struct {
 	mmq, mmq64, mmq32      kernel // the same on 8-bit inputs (kernels/mmq.cu), for mmqTypes only; zero for the others
 	mv                     kernel // fused decode mat-vec (kernels/fused.cu)
 	mvw                    kernel // the same with more warps a block (its threads), for mvwTypes only
+	mvw2                   kernel // mvw held to two blocks a multiprocessor, Q6_K only (launchMV)
 	mvb, xq                kernel // mat-vecs of several rows on 8-bit activations, and their quantization (kernels/fused.cu)
 	mvt, mvt2              kernel // mvb on 8-bit tensor cores for up to 16 and 32 rows (kernels/fused.cu), for mvtTypes only
 	mvtw, mvtw2            kernel // the same with eight warps a block (mvtWarps)
@@ -192,6 +193,11 @@ func loadKernels() (*kernels, error) {
 		}
 		if mvwTypes[t] {
 			if tk.mvw, err = wideMV(fm, "mvw_"+n); err != nil {
+				return nil, err
+			}
+		}
+		if t == quant.Q6_K {
+			if tk.mvw2, err = wideMV(fm, "mvw2_"+n); err != nil {
 				return nil, err
 			}
 		}

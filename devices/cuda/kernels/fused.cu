@@ -25,18 +25,10 @@
 // to 64 (two blocks, __launch_bounds__(512, 2), 32 bytes spilled) it
 // measured faster alone on an H200 (TestDecodeMatVec, µs: 4096×11008 18.4
 // → 16.1, 4096×4096 7.9 → 6.85) but slower in Llama-7B Q4_K_M's decode
-// (tg128 499.9 → 488.7 tok/s), so it is not.
+// (tg128 499.9 → 488.7 tok/s). mvw2_q6_k below holds it to 64 without
+// spills, for the launches that fill two blocks a multiprocessor.
 #ifndef MVW_THREADS_BIG
 #define MVW_THREADS_BIG MVW_THREADS // Q5_K and Q6_K, more registers a thread
-#endif
-// MV_SILU_SEQ 1 (prepared, not yet measured: bench/cuda/mv-ab.sh) takes
-// MV_SILU's gate and up rows one after the other for Q5_K and Q6_K
-// (row_dotq<T, 1> twice): their two rows' loads at once are what holds their
-// wide kernels above 64 registers (mvw_q6_k 78 → 64, mvw_q5_k 88 → 64 by
-// ptxas, no spills), which would give them the two blocks a multiprocessor
-// that the spilling build above showed faster alone.
-#ifndef MV_SILU_SEQ
-#define MV_SILU_SEQ 0
 #endif
 #define MV_PLAIN 0     // up to three weights' rows, one after another
 #define MV_SILU 1      // gate W0 and up W1 row by row; S = silu(Y0)·Y1
@@ -151,8 +143,14 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // than it hid (6.63 µs). So was asking L2, at the launch's start, before x
 // is staged, for the first 2 or 8 KiB of each warp's rows (prefetch.global.L2
 // a line a lane; H200, tg128 Llama-7B 488 → 446 / 432 tok/s, TinyLlama Q4_0
-// 1512 → 1492 / 1440).
-template <int T, int NT, int T2 = T>
+// 1512 → 1492 / 1440). So was asking L2 for the next launch's first weight
+// bytes, by each warp as it starts its last row and by the decode attention
+// at its start (branch experiment/l2-next; H200, tg128 Llama-7B 485 with
+// the code present and off → 488 / 475 / 450 asking 1, 4, 16 MiB a weight,
+// attention 481 / 476 asking 4 and 64 MiB; TinyLlama Q4_0 and Q4_K_M within
+// ±2%): the code alone, off, cost 3% against the build without it
+// (499 → 485), as its check in the rows' loop moved their scheduling.
+template <int T, int NT, int T2 = T, bool SEQ = false>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
                                    const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,
@@ -282,7 +280,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		float y[2];
 		if (D8<T>::block) {
 			const uint8_t *rs[2] = {W, U};
-			if (mode == MV_SILU && MV_SILU_SEQ && (T == T_Q6_K || T == T_Q5_K)) {
+			if (mode == MV_SILU && SEQ) {
 				row_dotq<T, 1>(rs, xq, nb, lane, y);
 				row_dotq<T, 1>(rs + 1, xq, nb, lane, y + 1);
 			} else if (mode == MV_SILU)
@@ -332,6 +330,27 @@ MVW(T_Q8_0, q8_0, MVW_THREADS_SMALL)
 MVW(T_Q4_K, q4_k, MVW_THREADS_SMALL)
 MVW(T_Q5_K, q5_k, MVW_THREADS_BIG)
 MVW(T_Q6_K, q6_k, MVW_THREADS_BIG)
+
+// mvw2_q6_k: mvw_q6_k held to two blocks a multiprocessor, for launches of
+// more rows than one block a multiprocessor takes (launchMV in
+// fuse_cuda.go). MV_SILU's gate and up rows are taken one after the other
+// (SEQ: row_dotq<T, 1> twice, the same products): their loads at once are
+// what holds mvw_q6_k at 78 registers, and held to 64 it spills (above).
+// ptxas: 64 registers, no spills. (Q5_K's, 88, still spills so.) Measured
+// on an H200 (tg128 tok/s, mvw_q6_k only → by launchMV's rule → mvw2_q6_k
+// for every Q6_K launch, two rounds): Llama-7B Q4_K_M 499.1 / 498.1 → 514.2
+// / 513.9 → 513.5 / 510.6, TinyLlama Q4_K_M 1394 / 1364 → 1404 / 1381 →
+// 1418 / 1389, TinyLlama Q4_0 (only its output is Q6_K) 1444 / 1477 → 1487
+// / 1514 → 1374 / 1507 (llama.cpp was building on the host's other cores).
+#define MVW2(id, name)                                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(MVW_THREADS_BIG, 2)                                                                            \
+	    mvw2_##name(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, \
+	                long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,     \
+	                float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs, long long rb2) {             \
+		mv<id, MVW_THREADS_BIG, id, true>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S, qo, ko, kc, vc, rope,   \
+		                                  rscale, posp, freqs, rb2);                                                                              \
+	}
+MVW2(T_Q6_K, q6_k)
 
 // mvr_<type>_<type2> and mvrw_<type>_<type2>: MV_ROPE's launch (on eight and
 // on sixteen warps a block) where v's weight is of type2 and q's and k's of
