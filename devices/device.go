@@ -191,7 +191,7 @@ type Chainer interface {
 }
 
 // MaxChained is the most picks a Chainer holds queued at once.
-const MaxChained = 2
+const MaxChained = 8
 
 // MaxPicks is the most elements of a row that ReadTopK picks.
 const MaxPicks = 256

@@ -187,7 +187,7 @@ func (e *Executor) greedyDecode(tok int32, from, n int) (time.Duration, error) {
 		return 0, err
 	}
 	for pos := from; pos < from+n; pos++ {
-		if tok, err = chain.step(tok, pos, pos+1 < from+n); err != nil {
+		if tok, err = chain.step(tok, pos, from+n-1-pos); err != nil {
 			chain.close()
 			return 0, err
 		}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"os"
+	"strconv"
 
 	"hybrid/devices"
 	"hybrid/ops"
@@ -11,28 +12,52 @@ import (
 // greedyChain runs one sequence's greedy decode steps (ForwardGreedy's, at
 // the sequence's first cells) so that a GPU does not wait for the host
 // between them. Where every op of a one-token step runs in one run on one
-// device that keeps its picks (devices.Chainer), the step after a pick is
-// queued, its token the device's own pick, before that pick is read back:
-// the host's part of a step (walking the ops, reading the pick, the
-// caller's work with it) then overlaps the device's step before. Elsewhere
-// it is ForwardGreedy.
+// device that keeps its picks (devices.Chainer), the steps after a pick are
+// queued, each one's token the device's own pick of the step before, before
+// that pick is read back: up to depth steps at once, as many as the caller
+// may still want. The host's part of a step (walking the ops, reading the
+// pick, the caller's work with it) then overlaps the device's steps, and a
+// host that stalls for a while (its core taken by another process) finds
+// the device still busy with the steps queued ahead. Elsewhere it is
+// ForwardGreedy.
 type greedyChain struct {
-	e      *Executor
-	ch     devices.Chainer // nil: not chained
-	c      *compiled       // the one-token step's
-	queued int             // position of the step queued ahead of its input's read, or -1
-	qbase  int             // its sequence's first cell
-	last   int32           // the pick step returned last: the queued step's token
+	e     *Executor
+	ch    devices.Chainer // nil: not chained
+	c     *compiled       // the one-token step's
+	depth int             // the most steps queued at once (chainDepth)
+	front int             // position of the oldest step queued whose pick is not yet read
+	ahead int             // steps queued whose picks are not yet read: positions front, front+1, …
+	qbase int             // their sequence's first cell
+	last  int32           // the pick step returned last: the token of the step at front
 }
 
-// noChain is HYBRID_GREEDY_CHAIN=0: every greedy step waits for the pick
-// before it (ForwardGreedy), to compare.
-var noChain = os.Getenv("HYBRID_GREEDY_CHAIN") == "0"
+// chainDepth is the most greedy steps a chain queues at once: the
+// environment's HYBRID_GREEDY_CHAIN (2..devices.MaxChained; 0 or 1 waits
+// for each pick before the next step, ForwardGreedy's steps, to compare),
+// else defaultChain.
+var chainDepth = func() int {
+	if v, err := strconv.Atoi(os.Getenv("HYBRID_GREEDY_CHAIN")); err == nil && v >= 0 {
+		return min(v, devices.MaxChained)
+	}
+	return defaultChain
+}()
+
+// defaultChain is chainDepth's default: as many as a device holds. Measured
+// on an H200 (tg128 tok/s, hybrid pinned to one host core alone → sharing
+// it with a busy loop, bench/cuda/slow-host.sh's test; HYBRID_GREEDY_CHAIN
+// 0 / 2 / 4 / 8): TinyLlama Q4_0 1373 → 695, 1520 → 888, 1527 → 1080, 1520
+// → 1417 (a second round 1452 → 718, 1518 → 870, 1517 → 1128, 1519 → 1391);
+// Llama-7B Q4_K_M 484 → 250, 514 → 376, 514 → 503, 515 → 513. A host that
+// loses its core for a time slice finds the GPU still busy with the steps
+// queued ahead. The cost: a sequence that stops on its end token leaves up
+// to seven steps queued past it, which the next step on the executor (or
+// close) waits for (about 5 ms for TinyLlama, 14 ms for the 7B there).
+const defaultChain = devices.MaxChained
 
 // newGreedyChain returns e's greedy stepper; close it when done.
 func (e *Executor) newGreedyChain() (*greedyChain, error) {
-	g := &greedyChain{e: e, queued: -1}
-	if e.opts.SyncEachOp || noChain {
+	g := &greedyChain{e: e, depth: chainDepth}
+	if e.opts.SyncEachOp || g.depth < 2 {
 		return g, nil
 	}
 	c, err := e.compile(stepKey{n: 1})
@@ -53,25 +78,25 @@ func (e *Executor) newGreedyChain() (*greedyChain, error) {
 	return g, nil
 }
 
-// step returns the greedy pick of the step at pos whose token is tok. With
-// more, the caller will want the step after it too (unless it stops on
-// the pick): that step is queued before the pick is read.
-func (g *greedyChain) step(tok int32, pos int, more bool) (int32, error) {
-	return g.stepSeq(tok, pos, 0, more)
+// step returns the greedy pick of the step at pos whose token is tok. The
+// caller may want up to left steps after it (fewer if it stops on a pick):
+// up to depth of them are queued before the pick is read.
+func (g *greedyChain) step(tok int32, pos, left int) (int32, error) {
+	return g.stepSeq(tok, pos, 0, left)
 }
 
 // stepSeq is step for the sequence whose cells start at base (ForwardSeq).
 // Another step run on the executor in between (another sequence's, a
-// prompt's) first drops the step queued ahead (runStep): its only trace is
-// the key and value it wrote at the sequence's next cell, which the
-// sequence's next step writes again the same, or, where the sequence
-// ended, a cell past its tokens.
-func (g *greedyChain) stepSeq(tok int32, pos, base int, more bool) (int32, error) {
+// prompt's) first drops the steps queued ahead (runStep): their only trace
+// is the keys and values they wrote at the sequence's next cells, which the
+// sequence's next steps write again the same, or, where the sequence ended,
+// cells past its tokens that its caller allowed it (left).
+func (g *greedyChain) stepSeq(tok int32, pos, base, left int) (int32, error) {
 	e := g.e
 	if g.ch == nil {
 		return e.ForwardSeqGreedy([]int32{tok}, pos, base)
 	}
-	if g.queued != pos || g.qbase != base || tok != g.last {
+	if g.ahead == 0 || g.front != pos || g.qbase != base || tok != g.last {
 		// Nothing queued for this step (the first, or the caller took
 		// another token, position or sequence): drop what is, run it
 		// with tok.
@@ -81,21 +106,36 @@ func (g *greedyChain) stepSeq(tok int32, pos, base int, more bool) (int32, error
 		if err := g.run(ops.Step{Tokens: []int32{tok}, Pos: pos, Base: base}); err != nil {
 			return 0, err
 		}
+		g.front, g.ahead, g.qbase = pos, 1, base
 	}
-	g.queued = -1
-	if more && pos+1 < e.ctx {
-		if err := g.run(ops.Step{Tokens: []int32{0}, Pos: pos + 1, Base: base, Chained: true}); err != nil {
+	// The steps after it, each one's token the pick before it, up to
+	// depth queued, the caller's left and the context.
+	for p := pos + g.ahead; g.ahead < g.depth && p <= pos+left && p < e.ctx; p++ {
+		e.chained = g
+		if err := g.run(ops.Step{Tokens: []int32{0}, Pos: p, Base: base, Chained: true}); err != nil {
 			return 0, err
 		}
-		g.queued, g.qbase = pos+1, base
-		e.chained = g
+		g.ahead++
+	}
+	id, err := g.next()
+	if err != nil {
+		return 0, err
+	}
+	g.last = id
+	return id, nil
+}
+
+// next reads the oldest queued step's pick.
+func (g *greedyChain) next() (int32, error) {
+	g.front, g.ahead = g.front+1, g.ahead-1
+	if g.ahead == 0 {
+		g.e.chained = nil
 	}
 	id, err := g.ch.NextPick()
 	if err != nil {
 		return 0, g.fileErr(err)
 	}
-	e.Stats.Steps++
-	g.last = id
+	g.e.Stats.Steps++
 	return id, nil
 }
 
@@ -127,16 +167,13 @@ func (g *greedyChain) fileErr(err error) error {
 	return err
 }
 
-// close waits for the step queued ahead, if any, and drops its pick.
+// close waits for the steps queued ahead, if any, and drops their picks.
 func (g *greedyChain) close() error {
-	if g.queued < 0 {
-		return nil
+	for g.ahead > 0 {
+		if _, err := g.next(); err != nil {
+			g.ahead, g.e.chained = 0, nil
+			return err
+		}
 	}
-	g.queued = -1
-	g.e.chained = nil
-	if _, err := g.ch.NextPick(); err != nil {
-		return g.fileErr(err)
-	}
-	g.e.Stats.Steps++
 	return nil
 }

@@ -15,9 +15,9 @@ import (
 // TestCUDAGreedyChain checks the chained greedy decode on the GPU (each
 // step queued before the pick it takes as its token is read back, the pick
 // and the next position written by argmax_next) against steps that each
-// wait for the pick before (ForwardGreedy): the same tokens, then a step the
-// caller takes another token for. The model is stories260K, or
-// HYBRID_BENCH_MODEL.
+// wait for the pick before (ForwardGreedy): the same tokens, with 2, 4 and 8
+// steps queued at most, then a step the caller takes another token for.
+// The model is stories260K, or HYBRID_BENCH_MODEL.
 func TestCUDAGreedyChain(t *testing.T) {
 	devs := openGPUs(t)
 	m, err := LoadModel(os.Getenv("HYBRID_BENCH_MODEL"), nil)
@@ -48,7 +48,7 @@ func TestCUDAGreedyChain(t *testing.T) {
 			pos := len(prompt) + s
 			var id int32
 			if chained {
-				id, err = g.step(toks[s], pos, s+1 < steps)
+				id, err = g.step(toks[s], pos, steps-1-s)
 			} else {
 				id, err = e.ForwardGreedy(toks[s:s+1], pos)
 			}
@@ -64,11 +64,11 @@ func TestCUDAGreedyChain(t *testing.T) {
 			// A caller that takes another token: its own step.
 			pos := len(prompt) + steps
 			other := (toks[steps] + 1) % int32(m.Config.Vocab)
-			a, err := g.step(toks[steps], pos, true)
+			a, err := g.step(toks[steps], pos, ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := g.step(other, pos+1, false)
+			b, err := g.step(other, pos+1, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,11 +89,15 @@ func TestCUDAGreedyChain(t *testing.T) {
 		}
 		return toks
 	}
-	want, got := run(false), run(true)
-	if !slices.Equal(got, want) {
-		t.Fatalf("chained greedy tokens %v, waiting steps' %v", got, want)
+	want := run(false)
+	defer func(d int) { chainDepth = d }(chainDepth)
+	for _, depth := range []int{2, 4, devices.MaxChained} {
+		chainDepth = depth
+		if got := run(true); !slices.Equal(got, want) {
+			t.Fatalf("depth %d: chained greedy tokens %v, waiting steps' %v", depth, got, want)
+		}
 	}
-	t.Logf("%d greedy tokens chained as waited for", len(got))
+	t.Logf("%d greedy tokens chained as waited for, %d, %d and %d steps queued at most", len(want), 2, 4, devices.MaxChained)
 }
 
 // BenchmarkCUDAChainHostWork measures how a greedy decode's speed depends
@@ -138,7 +142,7 @@ func BenchmarkCUDAChainHostWork(b *testing.B) {
 						}
 						pos := len(prompt) + s
 						if chained {
-							tok, err = g.step(tok, pos, s+1 < steps)
+							tok, err = g.step(tok, pos, steps-1-s)
 						} else {
 							tok, err = e.ForwardGreedy([]int32{tok}, pos)
 						}

@@ -23,6 +23,7 @@ type chainer struct {
 	kept           int32
 	chained, picks int
 	early          int // steps not chained run while a pick was queued
+	most           int // the most picks queued at once
 }
 
 func (c *chainer) Chains() bool { return true }
@@ -40,6 +41,7 @@ func (c *chainer) PickNext(src devices.Buffer, n int) error {
 		return err
 	}
 	c.queue = append(c.queue, id[0])
+	c.most = max(c.most, len(c.queue))
 	c.kept = id[0]
 	c.picks++
 	return nil
@@ -96,86 +98,95 @@ func TestGreedyChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	greedy := SamplerConfig{TopP: 1, RepeatPenalty: 1}
-	for _, max := range []int{1, 2, 12, 200} { // 200: stopped by the context
+	defer func(d int) { chainDepth = d }(chainDepth)
+	for _, depth := range []int{2, 4, devices.MaxChained} {
+		chainDepth = depth
+		greedy := SamplerConfig{TopP: 1, RepeatPenalty: 1}
+		for _, max := range []int{1, 2, 12, 200} { // 200: stopped by the context
+			c, e := newChainer()
+			o := GenerateOptions{Prompt: "Once upon a time", MaxTokens: max, Sampler: greedy}
+			want, err := plain.Generate(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.Generate(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Tokens, want.Tokens) || got.StopReason != want.StopReason || got.Timings.DecodedTokens != want.Timings.DecodedTokens {
+				t.Fatalf("max %d: chained %v (%s, %d decoded), plain %v (%s, %d)", max, got.Tokens, got.StopReason, got.Timings.DecodedTokens,
+					want.Tokens, want.StopReason, want.Timings.DecodedTokens)
+			}
+			if len(c.queue) != 0 {
+				t.Fatalf("max %d: %d picks left unread", max, len(c.queue))
+			}
+			// Up to depth steps queued at once, none past the caller's
+			// token limit.
+			if most := min(depth, max-1); c.most != most {
+				t.Fatalf("depth %d, max %d: at most %d picks queued at once, want %d", depth, max, c.most, most)
+			}
+			// Every step after the first decode step is chained, but for a
+			// last one the caller did not take (none: no EOS here).
+			if d := want.Timings.DecodedTokens; d > 0 && c.chained != d-1 {
+				t.Fatalf("max %d: %d chained steps for %d decoded tokens", max, c.chained, d)
+			}
+			if max == 200 && want.StopReason != "context" {
+				t.Fatalf("max 200: stopped by %q, want the context", want.StopReason)
+			}
+		}
+
+		// bench's decode: n steps, n-1 chained, nothing left queued.
 		c, e := newChainer()
-		o := GenerateOptions{Prompt: "Once upon a time", MaxTokens: max, Sampler: greedy}
-		want, err := plain.Generate(o)
+		if _, err := e.Prefill([]int32{1, 400}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.greedyDecode(22, 2, 10); err != nil {
+			t.Fatal(err)
+		}
+		if c.chained != 9 || len(c.queue) != 0 || c.picks != 10 || c.most != depth {
+			t.Fatalf("depth %d: bench's 10 steps: %d chained, %d picks, %d left, at most %d queued at once", depth, c.chained, c.picks, len(c.queue), c.most)
+		}
+
+		// A caller that takes another token than the pick at the next
+		// position: the queued step is dropped and that token's step runs.
+		c, e = newChainer()
+		prompt := []int32{1, 400, 22, 17}
+		for _, x := range []*Executor{plain, e} {
+			if _, err := x.Prefill(prompt, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g, err := e.newGreedyChain()
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := e.Generate(o)
+		if g.ch == nil {
+			t.Fatal("a device that keeps its picks, with every op in one run: not chained")
+		}
+		pos := len(prompt)
+		first, err := g.step(300, pos, ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(got.Tokens, want.Tokens) || got.StopReason != want.StopReason || got.Timings.DecodedTokens != want.Timings.DecodedTokens {
-			t.Fatalf("max %d: chained %v (%s, %d decoded), plain %v (%s, %d)", max, got.Tokens, got.StopReason, got.Timings.DecodedTokens,
-				want.Tokens, want.StopReason, want.Timings.DecodedTokens)
-		}
-		if len(c.queue) != 0 {
-			t.Fatalf("max %d: %d picks left unread", max, len(c.queue))
-		}
-		// Every step after the first decode step is chained, but for a
-		// last one the caller did not take (none: no EOS here).
-		if d := want.Timings.DecodedTokens; d > 0 && c.chained != d-1 {
-			t.Fatalf("max %d: %d chained steps for %d decoded tokens", max, c.chained, d)
-		}
-		if max == 200 && want.StopReason != "context" {
-			t.Fatalf("max 200: stopped by %q, want the context", want.StopReason)
-		}
-	}
-
-	// bench's decode: n steps, n-1 chained, nothing left queued.
-	c, e := newChainer()
-	if _, err := e.Prefill([]int32{1, 400}, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.greedyDecode(22, 2, 10); err != nil {
-		t.Fatal(err)
-	}
-	if c.chained != 9 || len(c.queue) != 0 || c.picks != 10 {
-		t.Fatalf("bench's 10 steps: %d chained, %d picks, %d left", c.chained, c.picks, len(c.queue))
-	}
-
-	// A caller that takes another token than the pick at the next
-	// position: the queued step is dropped and that token's step runs.
-	c, e = newChainer()
-	prompt := []int32{1, 400, 22, 17}
-	for _, x := range []*Executor{plain, e} {
-		if _, err := x.Prefill(prompt, 0); err != nil {
+		other := (first + 1) % int32(m.Config.Vocab)
+		second, err := g.step(other, pos+1, 0)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	g, err := e.newGreedyChain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g.ch == nil {
-		t.Fatal("a device that keeps its picks, with every op in one run: not chained")
-	}
-	pos := len(prompt)
-	first, err := g.step(300, pos, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := (first + 1) % int32(m.Config.Vocab)
-	second, err := g.step(other, pos+1, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.close(); err != nil {
-		t.Fatal(err)
-	}
-	w1, err := plain.ForwardGreedy([]int32{300}, pos)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w2, err := plain.ForwardGreedy([]int32{other}, pos+1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first != w1 || second != w2 || len(c.queue) != 0 {
-		t.Fatalf("picks %d, %d (%d left queued), want %d, %d", first, second, len(c.queue), w1, w2)
+		if err := g.close(); err != nil {
+			t.Fatal(err)
+		}
+		w1, err := plain.ForwardGreedy([]int32{300}, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w2, err := plain.ForwardGreedy([]int32{other}, pos+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first != w1 || second != w2 || len(c.queue) != 0 {
+			t.Fatalf("picks %d, %d (%d left queued), want %d, %d", first, second, len(c.queue), w1, w2)
+		}
 	}
 
 	// A device that does not chain: ForwardGreedy's steps.
@@ -244,12 +255,13 @@ func TestEngineGreedyChain(t *testing.T) {
 	if want := alone("Once upon a time", 24); !slices.Equal(got, want) {
 		t.Fatalf("chained engine %v, Generate %v", got, want)
 	}
-	if c.chained != 22 || len(c.queue) != 0 || c.early != 0 {
-		t.Fatalf("24 tokens: %d chained steps (want 22), %d picks left queued, %d steps run while one was", c.chained, len(c.queue), c.early)
+	if c.chained != 22 || len(c.queue) != 0 || c.early != 0 || c.most != chainDepth {
+		t.Fatalf("24 tokens: %d chained steps (want 22), %d picks left queued, %d steps run while one was, at most %d queued at once (want %d)",
+			c.chained, len(c.queue), c.early, c.most, chainDepth)
 	}
 
 	// A second request joins at the first's tenth token, a third at the
-	// second's fifth: each prompt's prefill drops the step queued ahead.
+	// second's fifth: each prompt's prefill drops the steps queued ahead.
 	c, e = newEngine(4)
 	prompts := []string{"Once upon a time", "The cat", "Lily and Tom went to the park. They"}
 	maxes := []int{40, 20, 12}
@@ -279,7 +291,7 @@ func TestEngineGreedyChain(t *testing.T) {
 		}
 	}
 	if c.chained == 0 || c.early != 0 {
-		t.Errorf("%d steps of a lone sequence chained; %d other steps run while a pick was queued (the step queued ahead not dropped first)", c.chained, c.early)
+		t.Errorf("%d steps of a lone sequence chained; %d other steps run while a pick was queued (the steps queued ahead not dropped first)", c.chained, c.early)
 	}
 	// A request on the second slot (its cells from 256) that outlives the
 	// one on the first: its lone steps chained at another first cell.

@@ -504,9 +504,9 @@ func (e *Engine) step() {
 	case 1:
 		// One sequence: a greedy pick is made where the logits are, and
 		// only the token comes back; where the device keeps its picks
-		// (greedyChain), the step after it, whose token is that pick, is
-		// queued before the pick is read, unless the job cannot take
-		// another token.
+		// (greedyChain), the steps after it, each one's token the pick
+		// before it, are queued before the pick is read, as many as the
+		// job can still take, up to the chain's depth.
 		s := act[0]
 		if s.sampler.Greedy() {
 			if e.chain == nil {
@@ -517,9 +517,13 @@ func (e *Engine) step() {
 				}
 				e.chain = g
 			}
-			max := s.job.req.MaxTokens
-			more := len(s.cached)+1 < e.n && (max <= 0 || s.made+1 < max)
-			id, err := e.chain.stepSeq(s.next, len(s.cached), s.base, more)
+			// The steps the job may still take after this one: its
+			// cells' room, and its token limit where it has one.
+			left := e.n - 1 - len(s.cached)
+			if max := s.job.req.MaxTokens; max > 0 {
+				left = min(left, max-1-s.made)
+			}
+			id, err := e.chain.stepSeq(s.next, len(s.cached), s.base, left)
 			if err != nil {
 				e.end(s, "", err)
 				return

@@ -124,7 +124,7 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 		}
 		t := time.Now()
 		if greedy {
-			next, err = chain.step(id, pos, len(r.Tokens)+1 < o.MaxTokens)
+			next, err = chain.step(id, pos, o.MaxTokens-len(r.Tokens)-1)
 		} else {
 			picks, logits, err = e.ForwardTop([]int32{id}, pos, s.Needs(history), buf)
 			if picks != nil {
