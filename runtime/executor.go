@@ -83,9 +83,9 @@ type Executor struct {
 	pipeline bool
 	// prefills is the prompt steps kept compiled, oldest first (compile).
 	prefills []stepKey
-	// chained is the greedy chain whose step is queued ahead of the read of
-	// its token's pick (nil: none); runStep drops that step before any
-	// other runs.
+	// chained is the greedy chain whose steps are queued ahead of the reads
+	// of their tokens' picks (nil: none); runStep drops those steps before
+	// any other runs.
 	chained *greedyChain
 	Stats   Stats
 }
