@@ -35,6 +35,9 @@
 #define MV_ADD 2       // one weight; S = res + Y0
 #define MV_ROPE 3      // q W0, k W1, v W2 rows two by two; then the step's RoPE of q and k and the cache append (rope_kv)
 #define MV_RSC 128     // pairs of a head whose sine and cosine MV_ROPE tabulates (heads up to 256)
+#ifndef MV_STAGE_COPY
+#define MV_STAGE_COPY 0 // 1: a timing-only build whose block-type mat-vecs copy a staged input from x's bytes instead of making it (wrong products): what an input quantized once, by the launch before, would cost (prepared in the twenty-sixth session, not yet run)
+#endif
 #ifndef MV_STAGE_SKIP
 #define MV_STAGE_SKIP 0 // 1: a timing-only build whose mat-vecs stage no input (wrong products); on an H200 it took Q4_K 4096×4096 from 7.36 to 4.78 µs, 12288×4096 norm 14.97 to 10.63, Q4_0 2560×2048 4.55 to 3.33
 #endif
@@ -177,6 +180,13 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	if (MV_STAGE_SKIP) {
 		// Timing only (bench/cuda/mv-ab.sh): no input staged, so the
 		// products are wrong; what the staging costs a launch.
+	} else if (MV_STAGE_COPY && D8<T>::block) {
+		// Timing only: x's first xqBytes(cols) bytes (fewer than its
+		// 4·cols) taken as the staged input and copied in, 16 bytes a
+		// thread at a time, so the products are wrong; what staging
+		// would cost a launch whose input an earlier launch had
+		// normalised and quantized once for all its blocks.
+		for (int i = threadIdx.x; i < xqBytes(cols) / 16; i += NT) smem[i] = ((const float4 *)x)[i];
 	} else if (D8<T>::block && nw && (cols & 7) == 0 && cols <= 8 * MV_THREADS * RP && aligned) {
 		// The normalised block types' path: x read once, in 16-byte
 		// pieces held in registers, then normalised and quantized there
