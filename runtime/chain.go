@@ -109,8 +109,8 @@ func (g *greedyChain) stepSeq(tok int32, pos, base, left int) (int32, error) {
 		g.front, g.ahead, g.qbase = pos, 1, base
 	}
 	// The steps after it, each one's token the pick before it, up to
-	// depth queued, the caller's left and the context.
-	for p := pos + g.ahead; g.ahead < g.depth && p <= pos+left && p < e.ctx; p++ {
+	// depth queued, the caller's left and the cache's last cell.
+	for p := pos + g.ahead; g.ahead < g.depth && p <= pos+left && base+p < e.ctx; p++ {
 		e.chained = g
 		if err := g.run(ops.Step{Tokens: []int32{0}, Pos: p, Base: base, Chained: true}); err != nil {
 			return 0, err
