@@ -106,12 +106,11 @@ func (g *greedyChain) stepSeq(tok int32, pos, base, left int) (int32, error) {
 		if err := g.run(ops.Step{Tokens: []int32{tok}, Pos: pos, Base: base}); err != nil {
 			return 0, err
 		}
-		g.front, g.ahead, g.qbase = pos, 1, base
+		g.front, g.ahead, g.qbase, e.chained = pos, 1, base, g
 	}
 	// The steps after it, each one's token the pick before it, up to
 	// depth queued, the caller's left and the cache's last cell.
 	for p := pos + g.ahead; g.ahead < g.depth && p <= pos+left && base+p < e.ctx; p++ {
-		e.chained = g
 		if err := g.run(ops.Step{Tokens: []int32{0}, Pos: p, Base: base, Chained: true}); err != nil {
 			return 0, err
 		}
@@ -125,7 +124,9 @@ func (g *greedyChain) stepSeq(tok int32, pos, base, left int) (int32, error) {
 	return id, nil
 }
 
-// next reads the oldest queued step's pick.
+// next reads the oldest queued step's pick. e.chained is g while g has
+// steps queued (from the unchained step that starts them to the last
+// pick's read).
 func (g *greedyChain) next() (int32, error) {
 	g.front, g.ahead = g.front+1, g.ahead-1
 	if g.ahead == 0 {

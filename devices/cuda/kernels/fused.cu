@@ -312,14 +312,18 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	}
 }
 
-#define MV(id, name)                                                                                                                     \
-	extern "C" __global__ void __launch_bounds__(MV_THREADS)                                                                             \
-	    mv_##name(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, \
-	              long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,     \
-	              float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs, long long rb2) {         \
-		mv<id, MV_THREADS>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S, qo, ko, kc, vc, rope, rscale, posp, \
-		                   freqs, rb2);                                                                                                \
+// MV_K defines kernel kname, launch bound bounds (parenthesised), as mv with
+// template arguments ... and mode md: the one signature of every decode
+// mat-vec kernel (launchMV's arguments).
+#define MV_K(kname, bounds, md, ...)                                                                                                      \
+	extern "C" __global__ void __launch_bounds__ bounds                                                                                   \
+	    kname(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2,    \
+	          long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,      \
+	          float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs, long long rb2) {          \
+		mv<__VA_ARGS__>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, md, res, S, qo, ko, kc, vc, rope, rscale, posp, \
+		                freqs, rb2);                                                                                                   \
 	}
+#define MV(id, name) MV_K(mv_##name, (MV_THREADS), mode, id, MV_THREADS)
 FOR_TYPES(MV)
 
 // mvw_<type>: mv_<type> with 16 warps a block, for the common block types
@@ -327,14 +331,7 @@ FOR_TYPES(MV)
 // multiprocessor stages x for half as many blocks. The products are mv's
 // bit for bit: the norm's sum is the first 256 threads', and a quantized
 // block does not depend on which warp makes it.
-#define MVW(id, name, nt)                                                                                                                \
-	extern "C" __global__ void __launch_bounds__(nt)                                                                                     \
-	    mvw_##name(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, \
-	               long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,    \
-	               float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs, long long rb2) {        \
-		mv<id, nt>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S, qo, ko, kc, vc, rope, rscale, posp,     \
-		           freqs, rb2);                                                                                                        \
-	}
+#define MVW(id, name, nt) MV_K(mvw_##name, (nt), mode, id, nt)
 MVW(T_Q4_0, q4_0, MVW_THREADS_SMALL)
 MVW(T_Q8_0, q8_0, MVW_THREADS_SMALL)
 MVW(T_Q4_K, q4_k, MVW_THREADS_SMALL)
@@ -352,14 +349,7 @@ MVW(T_Q6_K, q6_k, MVW_THREADS_BIG)
 // / 513.9 → 513.5 / 510.6, TinyLlama Q4_K_M 1394 / 1364 → 1404 / 1381 →
 // 1418 / 1389, TinyLlama Q4_0 (only its output is Q6_K) 1444 / 1477 → 1487
 // / 1514 → 1374 / 1507 (llama.cpp was building on the host's other cores).
-#define MVW2(id, name)                                                                                                                          \
-	extern "C" __global__ void __launch_bounds__(MVW_THREADS_BIG, 2)                                                                            \
-	    mvw2_##name(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2, \
-	                long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,     \
-	                float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs, long long rb2) {             \
-		mv<id, MVW_THREADS_BIG, id, true>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, mode, res, S, qo, ko, kc, vc, rope,   \
-		                                  rscale, posp, freqs, rb2);                                                                              \
-	}
+#define MVW2(id, name) MV_K(mvw2_##name, (MVW_THREADS_BIG, 2), mode, id, MVW_THREADS_BIG, id, true)
 MVW2(T_Q6_K, q6_k)
 
 // mvr_<type>_<type2> and mvrw_<type>_<type2>: MV_ROPE's launch (on eight and
@@ -368,14 +358,7 @@ MVW2(T_Q6_K, q6_k)
 // fuse_cuda.go), so that a Q4_K_M file's layers with a Q6_K attn_v (half
 // of them, llama-quantize's "more bits" layers) are one launch and not three
 // (q and k; v; rope_kv). Each product is the one-type kernels' bit for bit.
-#define MVR_K(kname, nt, id, id2)                                                                                                        \
-	extern "C" __global__ void __launch_bounds__(nt)                                                                                     \
-	    kname(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2,    \
-	          long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,      \
-	          float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs, long long rb2) {          \
-		mv<id, nt, id2>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, MV_ROPE, res, S, qo, ko, kc, vc, rope, rscale,    \
-		                posp, freqs, rb2);                                                                                             \
-	}
+#define MVR_K(kname, nt, id, id2) MV_K(kname, (nt), MV_ROPE, id, nt, id2)
 #define MVR(id, name, id2, name2)                                     \
 	MVR_K(mvr_##name##_##name2, MV_THREADS, id, id2)                  \
 	MVR_K(mvrw_##name##_##name2, MVW_THREADS_SMALL, id, id2)
