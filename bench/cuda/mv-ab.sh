@@ -13,11 +13,11 @@
 # each with its measurement (Q8K_REDUX, now the only code, and MV_NW_EARLY,
 # dropped, were the twenty-second session's). The twenty-fifth session's
 # -DMV_SILU_SEQ=1 became mvw2_q6_k (the twenty-sixth's: HYBRID_CUDA_MVW2=0
-# and 1 switch it for hybrid bench). -DMV_STAGE_COPY=1 (prepared in the
-# twenty-sixth session, not yet run; timing only, its exactness line fails)
+# and 1 switch it for hybrid bench). -DMV_STAGE_COPY=1 (timing only, its exactness line fails)
 # copies a ready staged input instead of making it: with main and
-# -DMV_STAGE_SKIP=1 on S, what an input quantized once by the launch before
-# would save (V="main copy stage", X=main, E=""). -DMV_STAGE_SKIP=1
+# -DMV_STAGE_SKIP=1, what an input quantized once by the launch before
+# would save (V="main copy stage", X="", E="main copy stage"; the
+# twenty-seventh session's run is in logs/issue15-2026-11-29-s27.txt). -DMV_STAGE_SKIP=1
 # is a timing-only build (its exactness line fails: it stages no input)
 # that says what a launch's input staging costs.
 #

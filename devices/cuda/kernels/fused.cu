@@ -36,7 +36,7 @@
 #define MV_ROPE 3      // q W0, k W1, v W2 rows two by two; then the step's RoPE of q and k and the cache append (rope_kv)
 #define MV_RSC 128     // pairs of a head whose sine and cosine MV_ROPE tabulates (heads up to 256)
 #ifndef MV_STAGE_COPY
-#define MV_STAGE_COPY 0 // 1: a timing-only build whose block-type mat-vecs copy a staged input from x's bytes instead of making it (wrong products): what an input quantized once, by the launch before, would cost (prepared in the twenty-sixth session, not yet run)
+#define MV_STAGE_COPY 0 // 1: a timing-only build whose block-type mat-vecs copy a staged input from x's bytes instead of making it (wrong products): what an input quantized once, by the launch before, would cost; on an H200 (twenty-seventh session) Q4_K 12288×4096 norm 13.04 → 11.08 µs, Q6_K 4096×11008 15.38 → 13.60, Q4_0 2560×2048 norm 4.18 → 3.02, and tg128 Llama-7B 515 → 554 tok/s, TinyLlama Q4_0 1534 → 1785: the most such a design could gain, before its own cost (see mv)
 #endif
 #ifndef MV_STAGE_SKIP
 #define MV_STAGE_SKIP 0 // 1: a timing-only build whose mat-vecs stage no input (wrong products); on an H200 it took Q4_K 4096×4096 from 7.36 to 4.78 µs, 12288×4096 norm 14.97 to 10.63, Q4_0 2560×2048 4.55 to 3.33
@@ -153,6 +153,23 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // attention 481 / 476 asking 4 and 64 MiB; TinyLlama Q4_0 and Q4_K_M within
 // ±2%): the code alone, off, cost 3% against the build without it
 // (499 → 485), as its check in the rows' loop moved their scheduling.
+// Staging itself (the twenty-seventh session, H200, tg128 Llama-7B /
+// TinyLlama Q4_0): a ready input copied in instead of made (MV_STAGE_COPY,
+// timing only) would be worth 515 → 554 / 1534 → 1785 tok/s, but the
+// mat-vec before makes the input a row a warp, its rows a grid apart, so
+// that no warp or block holds a block of 32 or 256 of it, nor the norm's
+// sum: quantizing it there adds a round trip and a reduction after that
+// launch's last row, the latency the copy saves. (The attention before the
+// o projection holds whole heads, blocks of 32 for Q4_0 and Q8_0; not
+// tried.) Blocks of a cluster (2, 4 or 8)
+// each quantizing a share of an input without a norm into every block's
+// staged row through distributed shared memory were exact but slower
+// (branch experiment/mv-cluster: 515 → 505 / 425, 1530 → 1488 / 1407 for
+// 2 / 4; clusters also hold fewer blocks in a wave: Q4_K 12288×4096 norm,
+// which shares nothing, 12.86 → 13.22 / 20.00 µs). So was dealing a
+// launch's rows to its warps block by block, so that a last round fell on
+// every block alike (warp w of block b the grid's w·blocks + b: 515 → 494,
+// 1518 → 1479; ptxas spilled 8 bytes in mvw_q4_k).
 template <int T, int NT, int T2 = T, bool SEQ = false>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
@@ -343,7 +360,10 @@ MVW(T_Q6_K, q6_k, MVW_THREADS_BIG)
 // fuse_cuda.go). MV_SILU's gate and up rows are taken one after the other
 // (SEQ: row_dotq<T, 1> twice, the same products): their loads at once are
 // what holds mvw_q6_k at 78 registers, and held to 64 it spills (above).
-// ptxas: 64 registers, no spills. (Q5_K's, 88, still spills so.) Measured
+// ptxas: 64 registers, no spills. (Q5_K's, 88, still spills so; without the
+// min-blocks bound both fit 64 registers without spills, but measured slower
+// on an H200: tg128 TinyLlama Q5_K_M 1344 → 1322, Llama-7B 514 → 508, branch
+// experiment/mvw2-q5k.) Measured
 // on an H200 (tg128 tok/s, mvw_q6_k only → by launchMV's rule → mvw2_q6_k
 // for every Q6_K launch, two rounds): Llama-7B Q4_K_M 499.1 / 498.1 → 514.2
 // / 513.9 → 513.5 / 510.6, TinyLlama Q4_K_M 1394 / 1364 → 1404 / 1381 →
