@@ -547,6 +547,16 @@ func (d *Device) runMVRope(u unit) error {
 	return d.attend(at.op, 1, at.ins[0], at.out, c)
 }
 
+// ropeVPairs is HYBRID_CUDA_ROPE_VPAIRS=1: an MV_ROPE launch takes v's rows
+// two a unit, as q's and k's, instead of one (rope_rows in
+// kernels/fused.cu), to measure the two.
+var ropeVPairs = os.Getenv("HYBRID_CUDA_ROPE_VPAIRS") == "1"
+
+// ropePair2 is not HYBRID_CUDA_ROPE_PAIR2=0: an MV_ROPE launch of Q4_0,
+// Q8_0 or (in its own kernel, ropeKernels) Q4_K takes a pair of q's or k's
+// rows with both rows' loads at once (rope_rows in kernels/fused.cu).
+var ropePair2 = os.Getenv("HYBRID_CUDA_ROPE_PAIR2") != "0"
+
 // mvWeight is one weight of a mat-vec launch and the buffer of its product.
 type mvWeight struct {
 	w *weight
@@ -572,7 +582,12 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	case mvSiLU:
 		total = rows[0]
 	case mvRope:
-		total /= 2 // a warp takes rows two by two
+		// A unit is two rows of q or k (the pair RoPE turns), and one of
+		// v, or two where ropeVPairs (rope_rows).
+		total = (rows[0]+rows[1])/2 + rows[2]
+		if ropeVPairs {
+			total = (rows[0] + rows[1] + rows[2]) / 2
+		}
 	}
 	ptr := func(b *Buffer) uintptr {
 		if b == nil {
@@ -587,7 +602,7 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	if ra != nil {
 		r := ra.rope
 		a.ptr(uintptr(ra.qo.ptr)).ptr(uintptr(ra.ko.ptr)).ptr(uintptr(ra.kc)).ptr(uintptr(ra.vc)).
-			i32(r.HeadDim | r.Dims<<12 | b2i(r.Neox)<<24).f32(ropeScale(r)).ptr(uintptr(d.tokens)).ptr(uintptr(ra.freqs))
+			i32(r.HeadDim | r.Dims<<12 | b2i(r.Neox)<<24 | b2i(ropeVPairs)<<25 | b2i(ropePair2)<<26).f32(ropeScale(r)).ptr(uintptr(d.tokens)).ptr(uintptr(ra.freqs))
 	} else {
 		a.ptr(0).ptr(0).ptr(0).ptr(0).i32(0).f32(0).ptr(0).ptr(0)
 	}
@@ -597,11 +612,12 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		k, wide = tk.mvw, true
 	}
 	rb2 := w0.rowBytes
-	if mode == mvRope && ws[2].w.typ != w0.typ {
-		mk := d.k.mvRope[[2]quant.Type{w0.typ, ws[2].w.typ}]
-		k, rb2 = mk[0], ws[2].w.rowBytes
-		if wide {
-			k = mk[1]
+	if mode == mvRope {
+		if mk, ok := d.k.mvRope[[2]quant.Type{w0.typ, ws[2].w.typ}]; ok {
+			k, rb2 = mk[0], ws[2].w.rowBytes
+			if wide {
+				k = mk[1]
+			}
 		}
 	}
 	warps := 8
@@ -627,6 +643,19 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 // Q5_0 where a row is no whole number of 256-blocks); a layer is then one
 // launch and not three (q and k; v; rope_kv).
 var mixedRope = map[[2]quant.Type]bool{{quant.Q4_K, quant.Q6_K}: true, {quant.Q5_K, quant.Q6_K}: true, {quant.Q5_0, quant.Q8_0}: true}
+
+// ropeKernels are the pairs of q's and k's type and v's type with an MV_ROPE
+// kernel of their own (mvr_ and mvrw_ in kernels/fused.cu): mixedRope's, and
+// Q4_K alone, whose q and k rows there take both rows' loads at once
+// (rope_rows) where in mvw_q4_k, which also runs SiLU·mul's two rows at
+// once, they would spill.
+var ropeKernels = func() [][2]quant.Type {
+	ks := [][2]quant.Type{{quant.Q4_K, quant.Q4_K}}
+	for p := range mixedRope {
+		ks = append(ks, p)
+	}
+	return ks
+}()
 
 // mvwTypes are the types with a decode mat-vec of sixteen warps a block
 // (mvw_<type> in kernels/fused.cu).

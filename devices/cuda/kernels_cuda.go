@@ -93,7 +93,7 @@ type kernels struct {
 	// in kernels/attention.cu): [head size 64, 128][up to 1, 2, 4, 8 query
 	// heads a block].
 	attentionG [2][4]kernel
-	mvRope     map[[2]quant.Type][2]kernel // mvr_ and mvrw_ of mixedRope's pairs: MV_ROPE with v of another type, on 8 and 16 warps
+	mvRope     map[[2]quant.Type][2]kernel // mvr_ and mvrw_ of ropeKernels' pairs: MV_ROPE alone (v of another type, or q and k two rows at once), on 8 and 16 warps
 	ropeKV     kernel                      // fused decode RoPE and cache append
 	mmtSum     kernel                      // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
 	toF16      kernel                      // a prefill mat-mul's activations rounded to f16 (kernels/matmul.cu)
@@ -260,7 +260,7 @@ func loadKernels() (*kernels, error) {
 			return nil, err
 		}
 	}
-	for p := range mixedRope {
+	for _, p := range ropeKernels {
 		n := typeNames[p[0]] + "_" + typeNames[p[1]]
 		var ks [2]kernel
 		if ks[0], err = get(fm, "mvr_"+n); err != nil {

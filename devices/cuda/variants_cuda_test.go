@@ -269,7 +269,7 @@ func TestFusedMVRopeVariants(t *testing.T) {
 	// q's, k's and v's types: one type, or v of another (mixedRope).
 	for vi, v := range ropeVariants {
 		for ti, types := range [][3]quant.Type{{quant.Q8_0, quant.Q8_0, quant.Q8_0}, {quant.F32, quant.F32, quant.F32},
-			{quant.Q4_K, quant.Q4_K, quant.Q6_K}, {quant.Q5_0, quant.Q5_0, quant.Q8_0}} {
+			{quant.Q4_K, quant.Q4_K, quant.Q6_K}, {quant.Q5_0, quant.Q5_0, quant.Q8_0}, {quant.Q4_K, quant.Q4_K, quant.Q4_K}, {quant.Q4_0, quant.Q4_0, quant.Q4_0}} {
 			t.Run(v.name+"/"+types[0].String()+"-"+types[2].String(), func(t *testing.T) {
 				rp := v.params(r)
 				a := ops.AttnParams{Heads: v.heads, KVHeads: v.kvh, HeadDim: v.hd, Context: 16}
@@ -335,20 +335,29 @@ func TestFusedMVRopeVariants(t *testing.T) {
 					}
 					return outs
 				}
+				layer := 2000 + 32*vi + 4*ti
 				SetFuse(g, false)
-				plain := run(2000 + 8*vi + 2*ti)
+				plain := run(layer)
 				SetFuse(g, true)
-				f0 := MVRopes(g)
-				fused := run(2001 + 8*vi + 2*ti)
-				if f1 := MVRopes(g); f1-f0 != 2 {
-					t.Fatalf("%d mat-vec launches with their rope over two decode steps, want 2", f1-f0)
-				}
-				names := [6]string{"q", "k", "v", "rotated q", "rotated k", "attention"}
-				for s := range steps {
-					for o := range 6 {
-						if !slices.Equal(plain[s][o], fused[s][o]) {
-							e, i := verify.MaxErr(fused[s][o], func(i int) float64 { return float64(plain[s][o][i]) }, func(int) float64 { return 1 })
-							t.Fatalf("step %d: %s fused [%d] = %g, alone %g (error %.3g): must be identical", s, names[o], i, fused[s][o][i], plain[s][o][i], e)
+				// The launch's units as built (v's rows one a unit, q's and
+				// k's pairs at once where rope_rows can), then as before
+				// (v's rows two a unit, every pair one row after the other).
+				defer func(v, p bool) { ropeVPairs, ropePair2 = v, p }(ropeVPairs, ropePair2)
+				for j, units := range [][2]bool{{false, true}, {true, false}} {
+					ropeVPairs, ropePair2 = units[0], units[1]
+					f0 := MVRopes(g)
+					fused := run(layer + 1 + j)
+					if f1 := MVRopes(g); f1-f0 != 2 {
+						t.Fatalf("%d mat-vec launches with their rope over two decode steps, want 2", f1-f0)
+					}
+					names := [6]string{"q", "k", "v", "rotated q", "rotated k", "attention"}
+					for s := range steps {
+						for o := range 6 {
+							if !slices.Equal(plain[s][o], fused[s][o]) {
+								e, i := verify.MaxErr(fused[s][o], func(i int) float64 { return float64(plain[s][o][i]) }, func(int) float64 { return 1 })
+								t.Fatalf("v pairs %v, q and k pairs at once %v: step %d: %s fused [%d] = %g, alone %g (error %.3g): must be identical",
+									units[0], units[1], s, names[o], i, fused[s][o][i], plain[s][o][i], e)
+							}
 						}
 					}
 				}

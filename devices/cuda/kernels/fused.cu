@@ -43,13 +43,26 @@
 #endif
 
 // pair_dots is rows a and b of W (type U, rb bytes a row) times the staged
-// input, one row after the other, as the plain mat-vec takes them: both
-// rows' loads at once (row_dotq<U, 2>) made Llama-7B's decode 4% slower.
-template <int U>
-__device__ __forceinline__ void pair_dots(const uint8_t *W, int a, int b, long long rb, const XQ &xq, const float *xs, int nb, int cols, int lane,
-                                          float *y) {
+// input (only row a where n is 1), one row after the other, as the plain
+// mat-vec takes them; or, where both is set (rope's bit 26, ropePair2 in
+// fuse_cuda.go) for Q4_0, Q8_0 and the kernels that set PB (mvr_q4_k_*),
+// with both rows' loads at once (row_dotq<U, 2>, the same products). Where
+// that would hold mvw_q4_k (which also has MV_SILU's two rows at once)
+// past 64 registers it spills, and it once made Llama-7B's decode 4%
+// slower there. Measured on an H200 (twenty-eighth session, tg128, at
+// once / one after the other, two rounds): TinyLlama Q4_0 1585 / 1523,
+// 1573 / 1527; Q4_K_M 1457 / 1449, 1466 / 1449; Q8_0 1202 / 1203; Llama-7B
+// Q4_0 570 / 558; Llama-7B Q4_K_M 525 / 525.
+template <int U, bool PB = false>
+__device__ __forceinline__ void pair_dots(const uint8_t *W, int a, int b, int n, long long rb, const XQ &xq, const float *xs, int nb, int cols,
+                                          int lane, float *y, bool both = false) {
+	if (D8<U>::block && (PB || U == T_Q4_0 || U == T_Q8_0) && both && n == 2) {
+		const uint8_t *rs[2] = {W + a * rb, W + b * rb};
+		row_dotq<U, 2>(rs, xq, nb, lane, y);
+		return;
+	}
 #pragma unroll 1
-	for (int r = 0; r < 2; r++) {
+	for (int r = 0; r < n; r++) {
 		const uint8_t *row = W + (r ? b : a) * rb;
 		if (D8<U>::block)
 			row_dotq<U, 1>(&row, xq, nb, lane, y + r);
@@ -58,26 +71,36 @@ __device__ __forceinline__ void pair_dots(const uint8_t *W, int a, int b, long l
 	}
 }
 
-// rope_rows is MV_ROPE's unit g of mv: two rows of q (W0), k (W1) or v (W2)
-// by one warp, one after the other, the two that RoPE turns together for q and k (rope_feats),
-// the next two for v; then lane 0 writes the products Y, the turned pair
-// to qo or ko and the keys' and values' f16 cache rows kc, vc at the
-// step's position, each computed as rope_kv computes it from the products.
-// rope packs the head size, the rope's dims (<< 12) and its mode (<< 24).
+// rope_rows is MV_ROPE's unit g of mv: two rows of q (W0) or k (W1) by one
+// warp, one after the other, the two that RoPE turns together (rope_feats),
+// or one row of v (W2; the next two where rope's bit 25 is set); then lane
+// 0 writes the products Y, the turned pair to qo or ko and the keys' and
+// values' f16 cache rows kc, vc at the step's position, each computed as
+// rope_kv computes it from the products. rope packs the head size, the
+// rope's dims (<< 12), its mode (<< 24) and v's rows a unit (<< 25: set,
+// two). v's rows one a unit spread a launch over more warps: Llama-7B's
+// 8192 q and k rows and 4096 v rows are 8192 units on 4096 warps, three
+// rows each, where 6144 pairs took 3072 warps, four rows each (mvBlocks:
+// at most one wave, every warp as many units as the busiest). Measured on
+// an H200 (twenty-eighth session, tg128 tok/s, v's rows two a unit → one):
+// Llama-7B Q4_K_M 508 → 526, Llama-7B Q4_0 543 → 558, TinyLlama Q4_K_M
+// 1429 → 1449, Q4_0 and Q8_0 unchanged (their launches are under a wave).
 // rsc is the block's table of each pair's sine and cosine at the step's
 // position (rope_sc, mv), so that a warp's lane 0 does not step θ alone.
 // v's rows W2 may be of another type T2 (rows rb2 bytes) whose activations
 // are quantized as T's (mixedRope in fuse_cuda.go: a Q4_K_M file's Q6_K
 // attn_v under Q4_K q and k).
-template <int T, int T2>
+template <int T, int T2, bool PB>
 __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const float *xs, int nb, int cols, const uint8_t *W0, const uint8_t *W1,
                                           const uint8_t *W2, long long rb, long long rb2, float *Y0, float *Y1, float *Y2, int r0, int r1, float *qo,
                                           float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs,
                                           const float2 *rsc) {
 	int headDim = rope & 0xfff, dims = (rope >> 12) & 0xfff, half = headDim / 2;
-	bool neox = rope >> 24;
+	bool neox = (rope >> 24) & 1;
+	int nv = (rope >> 25) & 1 ? 2 : 1; // v's rows a unit
 	int hq = r0 / 2, hk = r1 / 2, kind = g < hq ? 0 : g < hq + hk ? 1 : 2;
 	int p = kind == 0 ? g : kind == 1 ? g - hq : g - hq - hk, j = p % half, a = 2 * p, b = 2 * p + 1;
+	if (kind == 2 && nv == 1) a = p;
 	const uint8_t *W = kind == 0 ? W0 : kind == 1 ? W1 : W2;
 	float *Y = kind == 0 ? Y0 : kind == 1 ? Y1 : Y2;
 	if (kind < 2) {
@@ -87,16 +110,19 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 	}
 	static_assert(T2 == T || (D8<T2>::block == D8<T>::block && D8<T2>::q81 == D8<T>::q81 && D8<T>::block), "v's activations quantized as q's");
 	float y[2];
+	int n = kind == 2 ? nv : 2;
 	if (T2 != T && kind == 2)
-		pair_dots<T2>(W, a, b, rb2, xq, xs, cols / (D8<T2>::block ? D8<T2>::block : 1), cols, lane, y);
+		pair_dots<T2>(W, a, b, n, rb2, xq, xs, cols / (D8<T2>::block ? D8<T2>::block : 1), cols, lane, y);
 	else
-		pair_dots<T>(W, a, b, rb, xq, xs, nb, cols, lane, y);
+		pair_dots<T, PB>(W, a, b, n, rb, xq, xs, nb, cols, lane, y, (rope >> 26) & 1);
 	if (lane != 0) return;
-	Y[a] = y[0], Y[b] = y[1];
 	int pos = *posp;
 	long long base = (long long)pos * r1;
+	Y[a] = y[0];
+	if (n == 2) Y[b] = y[1];
 	if (kind == 2) {
-		vc[base + a] = __float2half_rn(y[0]), vc[base + b] = __float2half_rn(y[1]);
+		vc[base + a] = __float2half_rn(y[0]);
+		if (n == 2) vc[base + b] = __float2half_rn(y[1]);
 		return;
 	}
 	float o0, o1;
@@ -170,7 +196,7 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // launch's rows to its warps block by block, so that a last round fell on
 // every block alike (warp w of block b the grid's w·blocks + b: 515 → 494,
 // 1518 → 1479; ptxas spilled 8 bytes in mvw_q4_k).
-template <int T, int NT, int T2 = T, bool SEQ = false>
+template <int T, int NT, int T2 = T, bool SEQ = false, bool PB = false>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
                                    const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,
@@ -179,7 +205,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	__shared__ float part[32];
 	__shared__ float2 rsc[MV_RSC];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int total = mode == MV_SILU ? r0 : mode == MV_ROPE ? (r0 + r1 + r2) / 2 : r0 + r1 + r2, nwarps = gridDim.x * (NT / 32);
+	int total = mode == MV_SILU ? r0 : mode == MV_ROPE ? (r0 + r1) / 2 + ((rope >> 25) & 1 ? r2 / 2 : r2) : r0 + r1 + r2, nwarps = gridDim.x * (NT / 32);
 	if (mode == MV_ROPE) {
 		// The pairs' sines and cosines, one pair a thread, ready by the
 		// barrier after the staging below.
@@ -288,7 +314,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	int nb = cols / (D8<T>::block ? D8<T>::block : 1);
 	for (int g = blockIdx.x * (NT / 32) + warp; g < total; g += nwarps) {
 		if (mode == MV_ROPE) {
-			rope_rows<T, T2>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, rb2, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc, rope, rscale, posp, freqs, rsc);
+			rope_rows<T, T2, PB>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, rb2, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc, rope, rscale, posp, freqs, rsc);
 			continue;
 		}
 		// Row g of the launch: its weight row(s), product and index.
@@ -378,13 +404,14 @@ MVW2(T_Q6_K, q6_k)
 // fuse_cuda.go), so that a Q4_K_M file's layers with a Q6_K attn_v (half
 // of them, llama-quantize's "more bits" layers) are one launch and not three
 // (q and k; v; rope_kv). Each product is the one-type kernels' bit for bit.
-#define MVR_K(kname, nt, id, id2) MV_K(kname, (nt), MV_ROPE, id, nt, id2)
-#define MVR(id, name, id2, name2)                                     \
-	MVR_K(mvr_##name##_##name2, MV_THREADS, id, id2)                  \
-	MVR_K(mvrw_##name##_##name2, MVW_THREADS_SMALL, id, id2)
-MVR(T_Q4_K, q4_k, T_Q6_K, q6_k)
-MVR(T_Q5_K, q5_k, T_Q6_K, q6_k)
-MVR(T_Q5_0, q5_0, T_Q8_0, q8_0)
+#define MVR_K(kname, nt, id, id2, pb) MV_K(kname, (nt), MV_ROPE, id, nt, id2, false, pb)
+#define MVR(id, name, id2, name2, pb)                                     \
+	MVR_K(mvr_##name##_##name2, MV_THREADS, id, id2, pb)                  \
+	MVR_K(mvrw_##name##_##name2, MVW_THREADS_SMALL, id, id2, pb)
+MVR(T_Q4_K, q4_k, T_Q6_K, q6_k, true)
+MVR(T_Q4_K, q4_k, T_Q4_K, q4_k, true)
+MVR(T_Q5_K, q5_k, T_Q6_K, q6_k, false)
+MVR(T_Q5_0, q5_0, T_Q8_0, q8_0, false)
 
 // rope_kv: the decode step's RoPE of the queries q (qw features) and keys k
 // (kw) into qo and ko, and the append of the rotated keys and the values v
