@@ -26,8 +26,10 @@ for m in $M; do
     $P/hybrid bench --model $f --policies cuda-only -p 0 -n 48 -r 1 2>/dev/null | grep gpu__time_duration >/tmp/ncu.csv
   # CSV: "ID","PID","Process","Host","Kernel Name",...,"Metric Name","Metric Unit","Metric Value"
   awk -F'","' '{name=$5; sub(/\(.*/, "", name); u=$(NF-1); v=$NF; gsub(/[",]/, "", v); if (u == "us" || u == "usecond") v *= 1000; else if (u == "ms" || u == "msecond") v *= 1e6;
-      c[name]++; s[name] += v; tot += v; if (name ~ /argmax|pick/) steps++}
-    END {if (!steps) steps = 1; printf "%d launches, %d steps: %.1f launches and %.1f µs of kernels a step\n", NR, steps, NR/steps, tot/steps/1000;
+      c[name]++; s[name] += v; tot += v; if (name ~ /argmax|pick/) {if (lastA) per = NR - lastA; lastA = NR; nA++}}
+    # A step is the launches from one argmax to the next; the window holds NR/per steps
+    # (counting its argmax launches would count a cut step whole).
+    END {steps = per ? NR / per : (nA ? nA : 1); printf "%d launches, %.1f steps: %.1f launches and %.1f µs of kernels a step\n", NR, steps, NR/steps, tot/steps/1000;
       for (k in c) printf "  %-28s %6.1f a step %8.2f µs each %8.1f µs a step\n", k, c[k]/steps, s[k]/c[k]/1000, s[k]/steps/1000}' /tmp/ncu.csv | sort -k6 -n -r
   head -c 600 /tmp/ncu.csv | head -3
 done
