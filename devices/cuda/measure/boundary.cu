@@ -1,0 +1,334 @@
+// boundary measures what a decode step's kernel boundaries cost on an NVIDIA
+// GPU against the other way to order a step's dependent phases: one resident
+// (persistent) kernel whose blocks meet at a grid-wide barrier between
+// phases. Issue 15's decode is held by a fixed cost of about 2.7 µs a launch
+// besides its bytes (bench/RESULTS.md); programmatic dependent launch did not
+// lower it. Whether a persistent decode kernel would is what this says.
+//
+// Each phase is a mat-vec shaped like the decode's: y = W·x for a weight of
+// 4-bit quants in blocks of 32 with an f16 scale a block (Q4_0's 18 bytes,
+// quants and scales apart), every block of the grid first quantizing x (f32,
+// read from L2) to 8 bits in shared memory, then each warp taking rows a
+// grid's warps apart with 16-byte loads and dp4a. Phase i+1's x is phase i's
+// y, so each phase depends on the whole of the one before; the weights rotate
+// over copies that together exceed L2, so each phase reads them from DRAM.
+// The same phases run
+//   - graph:      as N launches of one kernel, captured in a CUDA graph;
+//   - persistent: as one cooperative launch of the same grid, a grid-wide
+//                 barrier (an atomic count and a generation word) between
+//                 phases;
+//   - prefetched: the same, each warp loading its next row's weights into
+//                 registers before it waits at the barrier (the weights do
+//                 not depend on the phase before; a kernel boundary cannot
+//                 do this, and asking L2 ahead was measured slower);
+// and, to size the parts, a graph of N empty launches and a kernel of N
+// barriers alone. Every way must end with the same y bit for bit (checked),
+// which also checks the barrier.
+//
+// It is not part of the Go build. Run it on the GPU:
+//
+//	nvcc -O3 -arch=sm_90 -o boundary boundary.cu && ./boundary
+//
+// Times are medians of repeated runs after a warm-up, by CUDA events.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuda_fp16.h>
+#include <vector>
+
+#define CK(x)                                                                                          \
+	do {                                                                                               \
+		cudaError_t e_ = (x);                                                                          \
+		if (e_ != cudaSuccess) {                                                                       \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));       \
+			exit(1);                                                                                   \
+		}                                                                                              \
+	} while (0)
+
+constexpr int THREADS = 512; // the decode mat-vec's sixteen warps a block
+constexpr int MAXC = 8192;   // the most columns a phase stages
+constexpr int MAXT = 4;      // the most 16-byte quant loads a lane holds for one row (cols ≤ 4096)
+
+// grid_sync is a barrier for every block of a resident grid of nb blocks:
+// bar[0] counts arrivals, bar[1] is the generation the last arrival moves.
+__device__ __forceinline__ void grid_sync(unsigned *bar, unsigned nb) {
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		volatile unsigned *gen = bar + 1;
+		unsigned g = *gen;
+		__threadfence();
+		if (atomicAdd(bar, 1) == nb - 1) {
+			atomicExch(bar, 0);
+			__threadfence();
+			atomicAdd(bar + 1, 1);
+		} else {
+			while (*gen == g) {
+			}
+		}
+		__threadfence();
+	}
+	__syncthreads();
+}
+
+// A row of cols weights: cols/2 bytes of quants (byte j of a block: weight
+// j in its low nibble, j+16 in its high), then cols/32 f16 scales.
+__host__ __device__ inline long long rowBytes(int cols) { return cols / 2 + cols / 32 * 2; }
+
+// stage quantizes x (cols f32, read from L2) into the block's xq (int8) and
+// xd (a scale for each 32), each thread a piece of 8, four threads a block.
+__device__ __forceinline__ void stage(const float *x, int cols, int8_t *xq, float *xd) {
+	for (int c = threadIdx.x; 8 * c < cols; c += blockDim.x) {
+		float4 a = __ldcg((const float4 *)(x + 8 * c)), b = __ldcg((const float4 *)(x + 8 * c + 4));
+		float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}, m = 0;
+#pragma unroll
+		for (int k = 0; k < 8; k++) m = fmaxf(m, fabsf(v[k]));
+		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+		float d = m / 127, id = d > 0 ? 1 / d : 0;
+		unsigned lo = 0, hi = 0;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			lo |= (unsigned)(uint8_t)(int8_t)__float2int_rn(v[k] * id) << (8 * k);
+			hi |= (unsigned)(uint8_t)(int8_t)__float2int_rn(v[k + 4] * id) << (8 * k);
+		}
+		*(uint2 *)(xq + 8 * c) = make_uint2(lo, hi);
+		if ((c & 3) == 0) xd[c / 4] = d;
+	}
+}
+
+// Held are one row's quant loads and scales, loaded ahead (prefetched).
+struct Held {
+	uint4 q[MAXT];
+	__half d[MAXT];
+};
+
+__device__ __forceinline__ void loadRow(const uint8_t *W, int row, int cols, int lane, Held &h) {
+	const uint8_t *r = W + row * rowBytes(cols);
+	const __half *sc = (const __half *)(r + cols / 2);
+	int nb = cols / 32;
+#pragma unroll
+	for (int t = 0; t < MAXT; t++) {
+		int b = t * 32 + lane;
+		if (b < nb) h.q[t] = *(const uint4 *)(r + 16 * b), h.d[t] = sc[b];
+	}
+}
+
+__device__ __forceinline__ float dotRow(const Held &h, int cols, int lane, const int8_t *xq, const float *xd) {
+	int nb = cols / 32;
+	float acc = 0;
+#pragma unroll
+	for (int t = 0; t < MAXT; t++) {
+		int b = t * 32 + lane;
+		if (b >= nb) break;
+		const int *xs = (const int *)(xq + 32 * b);
+		unsigned w[4] = {h.q[t].x, h.q[t].y, h.q[t].z, h.q[t].w};
+		int s = 0;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			s = __dp4a((int)(w[k] & 0x0f0f0f0f), xs[k], s);
+			s = __dp4a((int)((w[k] >> 4) & 0x0f0f0f0f), xs[k + 4], s);
+		}
+		acc = fmaf(__half2float(h.d[t]) * xd[b], (float)s, acc);
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffff, acc, o);
+	return acc;
+}
+
+// phase is one mat-vec: y = W·x over the grid (block bx of nb). With held
+// set, the warp's first row is already in h (prefetched before the barrier).
+__device__ __forceinline__ void phase(const uint8_t *W, const float *x, float *y, int rows, int cols, int bx, int nb, Held &h, bool held) {
+	__shared__ __align__(16) int8_t xq[MAXC];
+	__shared__ float xd[MAXC / 32];
+	stage(x, cols, xq, xd);
+	__syncthreads();
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = nb * (blockDim.x >> 5);
+	for (int row = bx * (blockDim.x >> 5) + warp; row < rows; row += nw) {
+		if (!held) loadRow(W, row, cols, lane, h);
+		held = false;
+		float v = dotRow(h, cols, lane, xq, xd);
+		if (lane == 0) y[row] = v / (1 + fabsf(v)); // bounded, so that many phases stay finite and nonzero
+	}
+	__syncthreads(); // xq is rewritten by the next phase
+}
+
+__global__ void __launch_bounds__(THREADS) one(const uint8_t *W, const float *x, float *y, int rows, int cols) {
+	Held h;
+	phase(W, x, y, rows, cols, blockIdx.x, gridDim.x, h, false);
+}
+
+// persistent runs n phases: phase i reads weight copy i % copies (each
+// wbytes) and buf[i % 2], and writes buf[(i + 1) % 2].
+__global__ void __launch_bounds__(THREADS) persistent(const uint8_t *W, long long wbytes, int copies, float *buf0, float *buf1, int rows, int cols, int n,
+                                                      unsigned *bar, int pre) {
+	Held h;
+	bool held = false;
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	for (int i = 0; i < n; i++) {
+		const uint8_t *Wi = W + (i % copies) * wbytes;
+		phase(Wi, i % 2 ? buf1 : buf0, i % 2 ? buf0 : buf1, rows, cols, blockIdx.x, gridDim.x, h, held);
+		held = false;
+		int first = blockIdx.x * (blockDim.x >> 5) + warp;
+		if (pre && i + 1 < n && first < rows) {
+			loadRow(W + ((i + 1) % copies) * wbytes, first, cols, lane, h);
+			held = true;
+		}
+		grid_sync(bar, gridDim.x);
+	}
+}
+
+__global__ void empty() {}
+
+__global__ void barriers(unsigned *bar, int n) {
+	for (int i = 0; i < n; i++) grid_sync(bar, gridDim.x);
+}
+
+static double median(std::vector<double> v) {
+	std::sort(v.begin(), v.end());
+	return v[v.size() / 2];
+}
+
+// timed runs f (work queued on s) reps times after two warm-ups and returns
+// the median ms of one.
+template <class F> static double timed(cudaStream_t s, F f, int reps = 7) {
+	cudaEvent_t a, b;
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	std::vector<double> ms;
+	for (int r = 0; r < reps + 2; r++) {
+		CK(cudaEventRecord(a, s));
+		f();
+		CK(cudaEventRecord(b, s));
+		CK(cudaEventSynchronize(b));
+		float t;
+		CK(cudaEventElapsedTime(&t, a, b));
+		if (r >= 2) ms.push_back(t);
+	}
+	CK(cudaEventDestroy(a));
+	CK(cudaEventDestroy(b));
+	return median(ms);
+}
+
+int main() {
+	cudaDeviceProp p;
+	CK(cudaGetDeviceProperties(&p, 0));
+	int per = 0;
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, persistent, THREADS, 0));
+	int perOne = 0;
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perOne, one, THREADS, 0));
+	int grid = per * p.multiProcessorCount;
+	printf("%s, %d multiprocessors, L2 %d MiB; %d threads a block, %d blocks a multiprocessor (one: %d), grid %d\n", p.name, p.multiProcessorCount,
+	       p.l2CacheSize >> 20, THREADS, per, perOne, grid);
+	const int N = 64;
+	unsigned *bar;
+	CK(cudaMalloc(&bar, 8));
+	CK(cudaMemset(bar, 0, 8));
+	cudaStream_t s;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+	// The parts alone: an empty launch in a graph, a barrier in a kernel.
+	cudaGraph_t eg;
+	cudaGraphExec_t ege;
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+	for (int i = 0; i < N; i++) empty<<<grid, THREADS, 0, s>>>();
+	CK(cudaStreamEndCapture(s, &eg));
+	CK(cudaGraphInstantiateWithFlags(&ege, eg, 0));
+	double te = timed(s, [&] { CK(cudaGraphLaunch(ege, s)); });
+	int n = N;
+	void *ba[] = {&bar, &n};
+	double tb = timed(s, [&] { CK(cudaLaunchCooperativeKernel((void *)barriers, grid, THREADS, ba, 0, s)); });
+	printf("empty launch in a graph: %.2f us each; grid barrier alone: %.2f us each\n", te * 1e3 / N, tb * 1e3 / N);
+	// The device-to-device copy rate, bytes read and written (as
+	// bench/cuda/fa.sh's weight fraction counts it): a phase's weight bytes
+	// at it are the phase's floor.
+	size_t cb = 512 << 20;
+	void *c0, *c1;
+	CK(cudaMalloc(&c0, cb));
+	CK(cudaMalloc(&c1, cb));
+	double tc = timed(s, [&] { CK(cudaMemcpyAsync(c1, c0, cb, cudaMemcpyDeviceToDevice, s)); });
+	double copyRate = 2.0 * cb / (tc * 1e-3);
+	CK(cudaFree(c0));
+	CK(cudaFree(c1));
+	printf("copy rate: %.0f GB/s counting bytes read and written\n", copyRate / 1e9);
+
+	struct Shape {
+		const char *name;
+		int rows, cols;
+	} shapes[] = {{"4096x4096 (7B's o, as 4.5 bits a weight)", 4096, 4096}, {"2048x2048 (TinyLlama's o)", 2048, 2048},
+	              {"2560x2048 (TinyLlama's q,k,v)", 2560, 2048}};
+	printf("%-44s %10s %10s %10s %10s   %s\n", "shape (phase i+1's x is phase i's y)", "bytes us", "graph us", "persist us", "prefetch us",
+	       "same y");
+	for (auto sh : shapes) {
+		int rows = sh.rows, cols = sh.cols;
+		if (rows != cols && rows < cols) continue;
+		long long wb = rowBytes(cols) * rows;
+		int copies = (int)std::max(2LL, (3LL * p.l2CacheSize + wb - 1) / wb);
+		uint8_t *W;
+		CK(cudaMalloc(&W, wb * copies));
+		std::vector<uint8_t> hw(wb * copies);
+		unsigned st = 12345;
+		for (auto &c : hw) st = st * 1103515245 + 12345, c = (uint8_t)(st >> 16);
+		// Scales: small positive f16 values.
+		for (int c = 0; c < copies; c++)
+			for (int r = 0; r < rows; r++) {
+				__half *sc = (__half *)(hw.data() + c * wb + r * rowBytes(cols) + cols / 2);
+				for (int b = 0; b < cols / 32; b++) sc[b] = __float2half(0.01f + 0.001f * ((r + b + c) % 7));
+			}
+		CK(cudaMemcpy(W, hw.data(), hw.size(), cudaMemcpyHostToDevice));
+		int len = std::max(rows, cols);
+		float *b0, *b1;
+		CK(cudaMalloc(&b0, len * 4));
+		CK(cudaMalloc(&b1, len * 4));
+		std::vector<float> x0(len);
+		for (int i = 0; i < len; i++) x0[i] = (float)((i * 37) % 101 - 50) / 50.0f;
+		auto reset = [&] {
+			CK(cudaMemcpyAsync(b0, x0.data(), len * 4, cudaMemcpyHostToDevice, s));
+			CK(cudaMemsetAsync(b1, 0, len * 4, s));
+		};
+		// Square shapes chain (phase i+1 reads phase i's rows); q,k,v's
+		// 2560 rows are read back as its first 2048.
+		// The decode's grid (mvBlocks in fuse_cuda.go): at most one wave,
+		// every warp as many rows as the busiest.
+		int need = (rows + THREADS / 32 - 1) / (THREADS / 32), rounds = (need + grid - 1) / grid, blocks = (need + rounds - 1) / rounds;
+		cudaGraph_t g;
+		cudaGraphExec_t ge;
+		CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+		for (int i = 0; i < N; i++)
+			one<<<blocks, THREADS, 0, s>>>(W + (i % copies) * wb, i % 2 ? b1 : b0, i % 2 ? b0 : b1, rows, cols);
+		CK(cudaStreamEndCapture(s, &g));
+		CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
+		std::vector<float> yg(len), yp(len), yf(len);
+		auto result = [&](std::vector<float> &y) {
+			CK(cudaMemcpyAsync(y.data(), N % 2 ? b1 : b0, len * 4, cudaMemcpyDeviceToHost, s));
+			CK(cudaStreamSynchronize(s));
+		};
+		reset();
+		double tg = timed(s, [&] { CK(cudaGraphLaunch(ge, s)); });
+		reset();
+		CK(cudaGraphLaunch(ge, s));
+		result(yg);
+		auto runP = [&](int pre) {
+			void *a[] = {&W, &wb, &copies, &b0, &b1, &rows, &cols, &n, &bar, &pre};
+			CK(cudaLaunchCooperativeKernel((void *)persistent, blocks, THREADS, a, 0, s));
+		};
+		double tp = timed(s, [&] { runP(0); });
+		reset();
+		runP(0);
+		result(yp);
+		double tf = timed(s, [&] { runP(1); });
+		reset();
+		runP(1);
+		result(yf);
+		bool same = memcmp(yg.data(), yp.data(), rows * 4) == 0 && memcmp(yg.data(), yf.data(), rows * 4) == 0;
+		printf("%-44s %10.2f %10.2f %10.2f %10.2f   %s (%d blocks)\n", sh.name, wb / copyRate * 1e6, tg * 1e3 / N, tp * 1e3 / N, tf * 1e3 / N,
+		       same ? "yes" : "NO", blocks);
+		CK(cudaGraphExecDestroy(ge));
+		CK(cudaGraphDestroy(g));
+		CK(cudaFree(W));
+		CK(cudaFree(b0));
+		CK(cudaFree(b1));
+	}
+	return 0;
+}
