@@ -38,14 +38,7 @@
 #include <cuda_fp16.h>
 #include <vector>
 
-#define CK(x)                                                                                          \
-	do {                                                                                               \
-		cudaError_t e_ = (x);                                                                          \
-		if (e_ != cudaSuccess) {                                                                       \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));       \
-			exit(1);                                                                                   \
-		}                                                                                              \
-	} while (0)
+#include "measure.cuh"
 
 constexpr int THREADS = 512; // the decode mat-vec's sixteen warps a block
 constexpr int MAXC = 8192;   // the most columns a phase stages
@@ -183,11 +176,6 @@ __global__ void empty() {}
 
 __global__ void barriers(unsigned *bar, int n) {
 	for (int i = 0; i < n; i++) grid_sync(bar, gridDim.x);
-}
-
-static double median(std::vector<double> v) {
-	std::sort(v.begin(), v.end());
-	return v[v.size() / 2];
 }
 
 // timed runs f (work queued on s) reps times after two warm-ups and returns

@@ -19,19 +19,7 @@
 #include <cuda_fp16.h>
 #include <vector>
 
-#define CK(x)                                                                          \
-	do {                                                                               \
-		cudaError_t e_ = (x);                                                          \
-		if (e_ != cudaSuccess) {                                                       \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-			exit(1);                                                                   \
-		}                                                                              \
-	} while (0)
-
-static double median(std::vector<double> v) {
-	std::sort(v.begin(), v.end());
-	return v[v.size() / 2];
-}
+#include "measure.cuh"
 
 static double now() {
 	return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
