@@ -72,7 +72,7 @@ __device__ __forceinline__ void pair_dots(const uint8_t *W, int a, int b, int n,
 }
 
 // rope_rows is MV_ROPE's unit g of mv: two rows of q (W0) or k (W1) by one
-// warp, one after the other, the two that RoPE turns together (rope_feats),
+// warp (pair_dots), the two that RoPE turns together (rope_feats),
 // or one row of v (W2; the next two where rope's bit 25 is set); then lane
 // 0 writes the products Y, the turned pair to qo or ko and the keys' and
 // values' f16 cache rows kc, vc at the step's position, each computed as
@@ -404,6 +404,10 @@ MVW2(T_Q6_K, q6_k)
 // fuse_cuda.go), so that a Q4_K_M file's layers with a Q6_K attn_v (half
 // of them, llama-quantize's "more bits" layers) are one launch and not three
 // (q and k; v; rope_kv). Each product is the one-type kernels' bit for bit.
+// pb sets PB: q's and k's pairs with both rows' loads at once where rope's
+// bit 26 asks (pair_dots), which in these kernels, without MV_SILU's code,
+// fits 64 registers without spills; so Q4_K has one of its own,
+// mvr(w)_q4_k_q4_k (ropeKernels in fuse_cuda.go).
 #define MVR_K(kname, nt, id, id2, pb) MV_K(kname, (nt), MV_ROPE, id, nt, id2, false, pb)
 #define MVR(id, name, id2, name2, pb)                                     \
 	MVR_K(mvr_##name##_##name2, MV_THREADS, id, id2, pb)                  \
