@@ -193,6 +193,31 @@ type Chainer interface {
 // MaxChained is the most picks a Chainer holds queued at once.
 const MaxChained = 8
 
+// SampleChainer is a Chainer that also makes a sequence's sampled picks
+// itself: SampleNext queues, as PickNext does, the pick that a sampler with
+// settings p (runtime.Sampler, without a repeat penalty) makes from src's
+// first row of n elements with draw p.Draw, where NextPick reads it back:
+// the row's p.K largest (as ReadTopK orders them), their softmax, those
+// whose running sum of probabilities first reaches p.TopP, their softmax at
+// temperature p.Temp, and the first whose running sum exceeds the draw (the
+// last if none does), in the sampler's float operations and order
+// (runtime's sampleExp for e^x), so that the pick is the sampler's. A row
+// holding a NaN gets the pick -1, and the steps chained after it read no
+// meaningful token: the caller drops them and samples that row itself.
+type SampleChainer interface {
+	Chainer
+	SampleNext(src Buffer, n int, p SampleSpec) error
+}
+
+// SampleSpec is a sampled pick's settings (SampleChainer): top-k (1 <= K
+// <= MaxPicks), top-p (0 < TopP <= 1), temperature (Temp > 0), and the
+// pick's uniform draw in [0, 1).
+type SampleSpec struct {
+	K          int
+	TopP, Temp float32
+	Draw       float32
+}
+
 // MaxPicks is the most elements of a row that ReadTopK picks.
 const MaxPicks = 256
 

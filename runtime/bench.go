@@ -182,12 +182,12 @@ func (e *Executor) randomTokens(r *rand.Rand, n int) []int32 {
 // next the greedy choice of the step before, and returns how long it took.
 func (e *Executor) greedyDecode(tok int32, from, n int) (time.Duration, error) {
 	t := time.Now()
-	chain, err := e.newGreedyChain()
+	chain, err := e.newStepChain()
 	if err != nil {
 		return 0, err
 	}
 	for pos := from; pos < from+n; pos++ {
-		if tok, err = chain.step(tok, pos, from+n-1-pos); err != nil {
+		if tok, err = chain.step(tok, pos, from+n-1-pos, nil); err != nil {
 			chain.close()
 			return 0, err
 		}

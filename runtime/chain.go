@@ -9,29 +9,35 @@ import (
 	"hybrid/ops"
 )
 
-// greedyChain runs one sequence's greedy decode steps (ForwardGreedy's, at
-// the sequence's first cells) so that a GPU does not wait for the host
-// between them. Where every op of a one-token step runs in one run on one
-// device that keeps its picks (devices.Chainer), the steps after a pick are
-// queued, each one's token the device's own pick of the step before, before
-// that pick is read back: up to depth steps at once, as many as the caller
-// may still want. The host's part of a step (walking the ops, reading the
-// pick, the caller's work with it) then overlaps the device's steps, and a
-// host that stalls for a while (its core taken by another process) finds
-// the device still busy with the steps queued ahead. Elsewhere it is
-// ForwardGreedy.
-type greedyChain struct {
+// stepChain runs one sequence's decode steps (ForwardGreedy's, at the
+// sequence's first cells, or a sampler's picks) so that a GPU does not wait
+// for the host between them. Where every op of a one-token step runs in
+// one run on one device that keeps its picks (devices.Chainer), the steps
+// after a pick are queued, each one's token the device's own pick of the
+// step before, before that pick is read back: up to depth steps at once,
+// as many as the caller may still want. The host's part of a step (walking
+// the ops, reading the pick, the caller's work with it) then overlaps the
+// device's steps, and a host that stalls for a while (its core taken by
+// another process) finds the device still busy with the steps queued
+// ahead. Sampled picks are chained where the device makes them too
+// (devices.SampleChainer, Sampler.Chained), each with the draw the sampler
+// would have taken for it. Elsewhere it is ForwardGreedy (and, for a
+// sampler, the caller's own steps).
+type stepChain struct {
 	e     *Executor
-	ch    devices.Chainer // nil: not chained
-	c     *compiled       // the one-token step's
-	depth int             // the most steps queued at once (chainDepth)
-	front int             // position of the oldest step queued whose pick is not yet read
-	ahead int             // steps queued whose picks are not yet read: positions front, front+1, …
-	qbase int             // their sequence's first cell
-	last  int32           // the pick step returned last: the token of the step at front
+	ch    devices.Chainer       // nil: not chained
+	sch   devices.SampleChainer // ch, where it makes sampled picks too
+	c     *compiled             // the one-token step's
+	depth int                   // the most steps queued at once (chainDepth)
+	front int                   // position of the oldest step queued whose pick is not yet read
+	ahead int                   // steps queued whose picks are not yet read: positions front, front+1, …
+	qbase int                   // their sequence's first cell
+	last  int32                 // the pick step returned last: the token of the step at front
+	s     *Sampler              // the queued steps' sampler; nil: greedy picks
+	draws []float32             // the queued sampled picks' draws, oldest first
 }
 
-// chainDepth is the most greedy steps a chain queues at once: the
+// chainDepth is the most steps a chain queues at once: the
 // environment's HYBRID_GREEDY_CHAIN (2..devices.MaxChained; 0 or 1 waits
 // for each pick before the next step, ForwardGreedy's steps, to compare),
 // else defaultChain.
@@ -54,9 +60,9 @@ var chainDepth = func() int {
 // close) waits for (about 5 ms for TinyLlama, 14 ms for the 7B there).
 const defaultChain = devices.MaxChained
 
-// newGreedyChain returns e's greedy stepper; close it when done.
-func (e *Executor) newGreedyChain() (*greedyChain, error) {
-	g := &greedyChain{e: e, depth: chainDepth}
+// newStepChain returns e's chained stepper; close it when done.
+func (e *Executor) newStepChain() (*stepChain, error) {
+	g := &stepChain{e: e, depth: chainDepth}
 	if e.opts.SyncEachOp || g.depth < 2 {
 		return g, nil
 	}
@@ -74,15 +80,25 @@ func (e *Executor) newGreedyChain() (*greedyChain, error) {
 	}
 	if ch, ok := c.dev[last.ID].(devices.Chainer); ok && ch.Chains() {
 		g.ch, g.c = ch, c
+		g.sch, _ = ch.(devices.SampleChainer)
 	}
 	return g, nil
 }
 
-// step returns the greedy pick of the step at pos whose token is tok. The
+// samples reports whether the chain queues the steps of sampler s's picks
+// (step with s): the device makes such picks and s asks for none that it
+// does not make (Sampler.Chained).
+func (g *stepChain) samples(s *Sampler) bool {
+	_, ok := s.Chained()
+	return ok && g.sch != nil
+}
+
+// step returns the pick of the step at pos whose token is tok: the greedy
+// one where s is nil, else sampler s's (for which samples holds). The
 // caller may want up to left steps after it (fewer if it stops on a pick):
 // up to depth of them are queued before the pick is read.
-func (g *greedyChain) step(tok int32, pos, left int) (int32, error) {
-	return g.stepSeq(tok, pos, 0, left)
+func (g *stepChain) step(tok int32, pos, left int, s *Sampler) (int32, error) {
+	return g.stepSeq(tok, pos, 0, left, s)
 }
 
 // stepSeq is step for the sequence whose cells start at base (ForwardSeq).
@@ -91,18 +107,22 @@ func (g *greedyChain) step(tok int32, pos, left int) (int32, error) {
 // is the keys and values they wrote at the sequence's next cells, which the
 // sequence's next steps write again the same, or, where the sequence ended,
 // cells past its tokens that its caller allowed it (left).
-func (g *greedyChain) stepSeq(tok int32, pos, base, left int) (int32, error) {
+func (g *stepChain) stepSeq(tok int32, pos, base, left int, s *Sampler) (int32, error) {
 	e := g.e
+	if s != nil && !g.samples(s) {
+		return 0, fmt.Errorf("runtime: a sampled step chained where the device does not make its picks") // samples says
+	}
 	if g.ch == nil {
 		return e.ForwardSeqGreedy([]int32{tok}, pos, base)
 	}
-	if g.ahead == 0 || g.front != pos || g.qbase != base || tok != g.last {
+	if g.ahead == 0 || g.front != pos || g.qbase != base || tok != g.last || s != g.s {
 		// Nothing queued for this step (the first, or the caller took
-		// another token, position or sequence): drop what is, run it
-		// with tok.
+		// another token, position, sequence or sampler): drop what is,
+		// run it with tok.
 		if err := g.close(); err != nil {
 			return 0, err
 		}
+		g.s = s
 		if err := g.run(ops.Step{Tokens: []int32{tok}, Pos: pos, Base: base}); err != nil {
 			return 0, err
 		}
@@ -116,32 +136,56 @@ func (g *greedyChain) stepSeq(tok int32, pos, base, left int) (int32, error) {
 		}
 		g.ahead++
 	}
-	id, err := g.next()
+	id, draw, err := g.next()
 	if err != nil {
 		return 0, err
+	}
+	if id < 0 && s != nil {
+		// The step's logits hold a NaN, which the device does not
+		// order: the steps queued after it read no meaningful token.
+		// Drop them, give back their draws and then this step's, and
+		// run it again for the sampler to pick from (its NaN order).
+		if err := g.close(); err != nil {
+			return 0, err
+		}
+		s.undraw([]float32{draw})
+		picks, logits, err := e.ForwardSeqTop([]int32{tok}, pos, base, s.Needs(nil), nil)
+		if err != nil {
+			return 0, err
+		}
+		if logits != nil {
+			id = s.Sample(logits, nil)
+		} else {
+			id = s.SampleTop(picks, nil)
+		}
 	}
 	g.last = id
 	return id, nil
 }
 
-// next reads the oldest queued step's pick. e.chained is g while g has
-// steps queued (from the unchained step that starts them to the last
-// pick's read).
-func (g *greedyChain) next() (int32, error) {
+// next reads the oldest queued step's pick, and its draw if it was
+// sampled. e.chained is g while g has steps queued (from the unchained
+// step that starts them to the last pick's read).
+func (g *stepChain) next() (int32, float32, error) {
 	g.front, g.ahead = g.front+1, g.ahead-1
 	if g.ahead == 0 {
 		g.e.chained = nil
 	}
+	var draw float32
+	if len(g.draws) > 0 {
+		draw, g.draws = g.draws[0], g.draws[1:]
+	}
 	id, err := g.ch.NextPick()
 	if err != nil {
-		return 0, g.fileErr(err)
+		return 0, 0, g.fileErr(err)
 	}
 	g.e.Stats.Steps++
-	return id, nil
+	return id, draw, nil
 }
 
-// run queues step st and its pick.
-func (g *greedyChain) run(st ops.Step) error {
+// run queues step st and its pick: the greedy one, or g.s's with its next
+// draw.
+func (g *stepChain) run(st ops.Step) error {
 	e := g.e
 	if err := e.m.File.Check(); err != nil {
 		return fmt.Errorf("runtime: %w", err)
@@ -150,15 +194,23 @@ func (g *greedyChain) run(st ops.Step) error {
 	if err == nil && c != g.c {
 		err = fmt.Errorf("runtime: a chained step compiled anew") // compile keeps a shape's step
 	}
-	if err == nil {
+	if err == nil && g.s == nil {
 		err = g.ch.PickNext(c.out[c.g.Output], len(e.logits))
+	} else if err == nil {
+		sp, _ := g.s.Chained()
+		sp.Draw = g.s.draw()
+		if err = g.sch.SampleNext(c.out[c.g.Output], len(e.logits), sp); err == nil {
+			g.draws = append(g.draws, sp.Draw)
+		} else {
+			g.s.undraw([]float32{sp.Draw})
+		}
 	}
 	return g.fileErr(err)
 }
 
 // fileErr is err, with the model file's own error first where it was
 // truncated under the step.
-func (g *greedyChain) fileErr(err error) error {
+func (g *stepChain) fileErr(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -168,10 +220,15 @@ func (g *greedyChain) fileErr(err error) error {
 	return err
 }
 
-// close waits for the steps queued ahead, if any, and drops their picks.
-func (g *greedyChain) close() error {
+// close waits for the steps queued ahead, if any, and drops their picks,
+// giving their draws back to their sampler.
+func (g *stepChain) close() error {
+	if len(g.draws) > 0 {
+		g.s.undraw(g.draws)
+		g.draws = nil
+	}
 	for g.ahead > 0 {
-		if _, err := g.next(); err != nil {
+		if _, _, err := g.next(); err != nil {
 			g.ahead, g.e.chained = 0, nil
 			return err
 		}

@@ -36,7 +36,7 @@ func TestCUDAGreedyChain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := e.newGreedyChain()
+		g, err := e.newStepChain()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestCUDAGreedyChain(t *testing.T) {
 			pos := len(prompt) + s
 			var id int32
 			if chained {
-				id, err = g.step(toks[s], pos, steps-1-s)
+				id, err = g.step(toks[s], pos, steps-1-s, nil)
 			} else {
 				id, err = e.ForwardGreedy(toks[s:s+1], pos)
 			}
@@ -64,11 +64,11 @@ func TestCUDAGreedyChain(t *testing.T) {
 			// A caller that takes another token: its own step.
 			pos := len(prompt) + steps
 			other := (toks[steps] + 1) % int32(m.Config.Vocab)
-			a, err := g.step(toks[steps], pos, ctx)
+			a, err := g.step(toks[steps], pos, ctx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := g.step(other, pos+1, 0)
+			b, err := g.step(other, pos+1, 0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +131,7 @@ func BenchmarkCUDAChainHostWork(b *testing.B) {
 				first := Greedy(logits)
 				var took time.Duration
 				for range b.N {
-					g, err := e.newGreedyChain()
+					g, err := e.newStepChain()
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -142,7 +142,7 @@ func BenchmarkCUDAChainHostWork(b *testing.B) {
 						}
 						pos := len(prompt) + s
 						if chained {
-							tok, err = g.step(tok, pos, steps-1-s)
+							tok, err = g.step(tok, pos, steps-1-s, nil)
 						} else {
 							tok, err = e.ForwardGreedy([]int32{tok}, pos)
 						}

@@ -78,7 +78,7 @@ func (c *chainer) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.
 }
 
 // TestGreedyChain checks the greedy decode that queues each step before the
-// pick it takes as its token is read back (greedyChain), on a device that
+// pick it takes as its token is read back (stepChain), on a device that
 // keeps its picks: Generate, stopped by its token limit and by the
 // context, and bench's decode give the tokens of a device that does not
 // chain, every queued pick is read, and a caller that takes another token
@@ -156,7 +156,7 @@ func TestGreedyChain(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		g, err := e.newGreedyChain()
+		g, err := e.newStepChain()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,12 +164,12 @@ func TestGreedyChain(t *testing.T) {
 			t.Fatal("a device that keeps its picks, with every op in one run: not chained")
 		}
 		pos := len(prompt)
-		first, err := g.step(300, pos, ctx)
+		first, err := g.step(300, pos, ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		other := (first + 1) % int32(m.Config.Vocab)
-		second, err := g.step(other, pos+1, 0)
+		second, err := g.step(other, pos+1, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,8 +194,114 @@ func TestGreedyChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, err := x.newGreedyChain(); err != nil || g.ch != nil {
+	if g, err := x.newStepChain(); err != nil || g.ch != nil {
 		t.Fatalf("the CPU device chained (%v)", err)
+	}
+}
+
+// sampleChainer is chainer making sampled picks too
+// (devices.SampleChainer): SampleNext picks from the row as the host's
+// sampler does with the pick's draw. Its nanAt-th sampled pick (from 1; 0
+// none) is -1, as a device's from a row holding a NaN, and the steps
+// chained after it read token 0.
+type sampleChainer struct {
+	chainer
+	samples, nanAt int
+}
+
+func (c *sampleChainer) SampleNext(src devices.Buffer, n int, p devices.SampleSpec) error {
+	if len(c.queue) >= devices.MaxChained {
+		return fmt.Errorf("a pick queued past the %d the device holds", devices.MaxChained)
+	}
+	row := make([]float32, n)
+	if err := c.Read(row, src); err != nil {
+		return err
+	}
+	s, err := NewSampler(SamplerConfig{Temp: p.Temp, TopK: p.K, TopP: p.TopP, RepeatPenalty: 1})
+	if err != nil {
+		return err
+	}
+	s.back = []float32{p.Draw}
+	id := s.Sample(row, nil)
+	if c.samples++; c.samples == c.nanAt {
+		id = -1
+	}
+	c.queue = append(c.queue, id)
+	c.most = max(c.most, len(c.queue))
+	c.kept = max(id, 0)
+	c.picks++
+	return nil
+}
+
+// TestSampledChain checks sampled decoding chained (stepChain with a
+// sampler) on a device that makes sampled picks: Generate gives the tokens
+// of a device that does not, over the same draws (each pick the draw the
+// host would have taken for it), stopped by its token limit and by the
+// context, at every depth; a pick from a row holding a NaN drops the steps
+// queued after it and is made by the host from the row, still with the
+// same draws; and a sampler the device does not make (a repeat penalty)
+// is not chained.
+func TestSampledChain(t *testing.T) {
+	m := builtinModel(t)
+	const ctx = 64
+	plain, err := NewExecutor(m, cpu.New("cpu", 1), ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(d int) { chainDepth = d }(chainDepth)
+	sampled := DefaultSampler()
+	sampled.Seed = 7
+	for _, depth := range []int{2, 4, devices.MaxChained} {
+		chainDepth = depth
+		for _, max := range []int{1, 2, 12, 200} {
+			for _, nanAt := range []int{0, 1, 3} {
+				c := &sampleChainer{chainer: chainer{batcher: batcher{Device: cpu.New("cpu", 1), seen: map[*devices.Call]int{}}}, nanAt: nanAt}
+				e, err := NewExecutor(m, c, ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o := GenerateOptions{Prompt: "Once upon a time", MaxTokens: max, Sampler: sampled}
+				want, err := plain.Generate(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := e.Generate(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got.Tokens, want.Tokens) || got.StopReason != want.StopReason || got.Timings.DecodedTokens != want.Timings.DecodedTokens {
+					t.Fatalf("depth %d, max %d, NaN at %d: chained %v (%s, %d decoded), plain %v (%s, %d)", depth, max, nanAt, got.Tokens, got.StopReason,
+						got.Timings.DecodedTokens, want.Tokens, want.StopReason, want.Timings.DecodedTokens)
+				}
+				if len(c.queue) != 0 {
+					t.Fatalf("max %d: %d picks left unread", max, len(c.queue))
+				}
+				if d := want.Timings.DecodedTokens; d > 1 && (c.chained == 0 || c.samples < d) {
+					t.Fatalf("max %d: %d chained steps and %d sampled picks for %d decoded tokens", max, c.chained, c.samples, d)
+				}
+			}
+		}
+	}
+
+	// A repeat penalty reads the history, which the device does not keep.
+	pen := sampled
+	pen.RepeatPenalty = 1.1
+	c := &sampleChainer{chainer: chainer{batcher: batcher{Device: cpu.New("cpu", 1), seen: map[*devices.Call]int{}}}}
+	e, err := NewExecutor(m, c, ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := GenerateOptions{Prompt: "Once upon a time", MaxTokens: 12, Sampler: pen}
+	want, err := plain.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Tokens, want.Tokens) || c.samples != 0 || c.chained != 0 {
+		t.Fatalf("repeat penalty: %v (%d sampled on the device, %d chained), plain %v", got.Tokens, c.samples, c.chained, want.Tokens)
 	}
 }
 
@@ -321,5 +427,45 @@ func TestEngineGreedyChain(t *testing.T) {
 	}
 	if c.chained == 0 || len(c.queue) != 0 {
 		t.Errorf("second slot: %d chained steps, %d picks left queued", c.chained, len(c.queue))
+	}
+}
+
+// TestEngineSampledChain checks the engine's lone sampled sequence chained
+// on a device that makes sampled picks: a request gives Generate's tokens
+// (the same seed, so the same draws), its steps after the first chained,
+// its picks made on the device, none left queued.
+func TestEngineSampledChain(t *testing.T) {
+	m := builtinModel(t)
+	sampled := DefaultSampler()
+	sampled.Seed = 11
+	ref, err := NewExecutor(m, cpu.New("cpu", 1), 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.Generate(GenerateOptions{Prompt: "Once upon a time", MaxTokens: 24, Sampler: sampled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &sampleChainer{chainer: chainer{batcher: batcher{Device: cpu.New("cpu", 1), seen: map[*devices.Call]int{}}}}
+	x, err := NewExecutor(m, c, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(x, EngineOptions{Slots: 1, Queue: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	var got []int32
+	if _, err := e.Generate(context.Background(), Request{Prompt: m.Tokenizer.Encode("Once upon a time", true), MaxTokens: 24, Sampler: sampled},
+		func(id int32) bool { got = append(got, id); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want.Tokens) {
+		t.Fatalf("chained engine %v, Generate %v", got, want.Tokens)
+	}
+	if n := len(want.Tokens) - 2; c.chained != n || c.samples != n+1 || len(c.queue) != 0 {
+		t.Fatalf("%d tokens: %d chained steps (want %d), %d picks on the device (want %d), %d left queued", len(want.Tokens), c.chained, n, c.samples, n+1,
+			len(c.queue))
 	}
 }

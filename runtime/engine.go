@@ -87,7 +87,7 @@ type Engine struct {
 	n     int            // each slot's cells
 	ids   []int32        // a batched greedy step's picks, reused by the scheduler
 	picks []devices.Pick // a sampled batched step's candidates (ForwardRowsTop), kept between steps
-	chain *greedyChain   // a lone greedy sequence's steps, each queued before the pick before it is read (nil until one runs); any other step drops the one queued ahead
+	chain *stepChain     // a lone sequence's steps, each queued before the pick before it is read (nil until one runs); any other step drops the one queued ahead
 
 	mu     sync.Mutex
 	closed bool
@@ -504,33 +504,41 @@ func (e *Engine) step() {
 	case 1:
 		// One sequence: a greedy pick is made where the logits are, and
 		// only the token comes back; where the device keeps its picks
-		// (greedyChain), the steps after it, each one's token the pick
+		// (stepChain), the steps after it, each one's token the pick
 		// before it, are queued before the pick is read, as many as the
-		// job can still take, up to the chain's depth.
+		// job can still take, up to the chain's depth; so too a sampled
+		// pick where the device makes it.
 		s := act[0]
-		if s.sampler.Greedy() {
+		_, sampled := s.sampler.Chained()
+		if greedy := s.sampler.Greedy(); greedy || sampled {
 			if e.chain == nil {
-				g, err := e.x.newGreedyChain()
+				g, err := e.x.newStepChain()
 				if err != nil {
 					e.end(s, "", err)
 					return
 				}
 				e.chain = g
 			}
-			// The steps the job may still take after this one: its
-			// cells' room, and its token limit where it has one.
-			left := e.n - 1 - len(s.cached)
-			if max := s.job.req.MaxTokens; max > 0 {
-				left = min(left, max-1-s.made)
+			var cs *Sampler
+			if !greedy {
+				cs = s.sampler
 			}
-			id, err := e.chain.stepSeq(s.next, len(s.cached), s.base, left)
-			if err != nil {
-				e.end(s, "", err)
+			if greedy || e.chain.samples(cs) {
+				// The steps the job may still take after this one: its
+				// cells' room, and its token limit where it has one.
+				left := e.n - 1 - len(s.cached)
+				if max := s.job.req.MaxTokens; max > 0 {
+					left = min(left, max-1-s.made)
+				}
+				id, err := e.chain.stepSeq(s.next, len(s.cached), s.base, left, cs)
+				if err != nil {
+					e.end(s, "", err)
+					return
+				}
+				s.cached = append(s.cached, s.next)
+				e.emitID(s, id)
 				return
 			}
-			s.cached = append(s.cached, s.next)
-			e.emitID(s, id)
-			return
 		}
 		// A sampled pick needs only the best few logits where the
 		// device can pick them (ForwardSeqTop).

@@ -83,10 +83,10 @@ type Executor struct {
 	pipeline bool
 	// prefills is the prompt steps kept compiled, oldest first (compile).
 	prefills []stepKey
-	// chained is the greedy chain whose steps are queued ahead of the reads
+	// chained is the chain whose steps are queued ahead of the reads
 	// of their tokens' picks (nil: none); runStep drops those steps before
 	// any other runs.
-	chained *greedyChain
+	chained *stepChain
 	Stats   Stats
 }
 

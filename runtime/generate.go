@@ -81,17 +81,22 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 	pos := len(prompt)
 	var decodeTime time.Duration
 	// A pure greedy pick (no temperature, no repeat penalty) is the
-	// largest logit: ForwardGreedy lets the device pick it.
+	// largest logit: the device picks it, and the step after a pick is
+	// queued before the pick is read back where the device keeps its picks
+	// (stepChain); so too a sampled pick where the device makes it.
 	greedy := s.Greedy()
 	next := int32(-1)
-	var chain *greedyChain
-	if greedy {
-		// The step after a pick queued before the pick is read back, where
-		// the device keeps its picks (greedyChain).
-		if chain, err = e.newGreedyChain(); err != nil {
+	var chain *stepChain
+	if _, ok := s.Chained(); greedy || ok {
+		if chain, err = e.newStepChain(); err != nil {
 			return nil, err
 		}
 		defer chain.close()
+	}
+	var cs *Sampler // the chain's sampler: nil for greedy picks
+	chained := greedy
+	if !greedy && chain != nil && chain.samples(s) {
+		cs, chained = s, true
 	}
 	// A sampled pick needs only the best few logits where the device can
 	// pick them (ForwardTop): then picks holds them and logits is nil.
@@ -123,8 +128,8 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 			break
 		}
 		t := time.Now()
-		if greedy {
-			next, err = chain.step(id, pos, o.MaxTokens-len(r.Tokens)-1)
+		if chained {
+			next, err = chain.step(id, pos, o.MaxTokens-len(r.Tokens)-1, cs)
 		} else {
 			picks, logits, err = e.ForwardTop([]int32{id}, pos, s.Needs(history), buf)
 			if picks != nil {

@@ -50,6 +50,41 @@ type Sampler struct {
 	rng  *rand.Rand
 	cand []candidate
 	top  []candidate // topK's heap
+	// back holds draws handed out (draw) for picks that were then not
+	// made, given back (undraw) oldest first: the next picks take them
+	// before the generator's, so that each pick takes the same draw
+	// wherever it is made.
+	back []float32
+}
+
+// draw is the next of the sampler's uniform draws in [0, 1): one a sampled
+// pick.
+func (s *Sampler) draw() float32 {
+	if len(s.back) > 0 {
+		r := s.back[0]
+		s.back = s.back[1:]
+		return r
+	}
+	return s.rng.Float32()
+}
+
+// undraw gives back draws (oldest first) that draw handed out for picks not
+// made, ahead of any given back before them: they were handed out later.
+func (s *Sampler) undraw(ds []float32) {
+	s.back = append(append(make([]float32, 0, len(ds)+len(s.back)), ds...), s.back...)
+}
+
+// Chained reports whether a device that picks sampled tokens itself
+// (devices.SampleChainer) can make this sampler's picks, and with what
+// settings (Draw left to each pick): a temperature, no repeat penalty (it
+// reads the history, which the device does not keep) and top-k of 1 to
+// devices.MaxPicks.
+func (s *Sampler) Chained() (devices.SampleSpec, bool) {
+	c := s.cfg
+	if c.Temp <= 0 || s.penalty() || c.TopK < 1 || c.TopK > devices.MaxPicks {
+		return devices.SampleSpec{}, false
+	}
+	return devices.SampleSpec{K: c.TopK, TopP: c.TopP, Temp: c.Temp}, true
 }
 
 type candidate struct {
@@ -225,7 +260,7 @@ func (s *Sampler) pick(cand []candidate, nan bool) int32 {
 		}
 	}
 	softmax(cand, c.Temp)
-	r := s.rng.Float32()
+	r := s.draw()
 	var cum float32
 	for _, x := range cand {
 		cum += x.p
@@ -279,15 +314,72 @@ func (s *Sampler) topK(cand []candidate, k int) []candidate {
 	return h
 }
 
-// softmax fills p of candidates sorted by descending logit, at temperature t.
+// softmax fills p of candidates sorted by descending logit, at temperature
+// t. A device that makes the pick (devices.SampleSpec) does these same
+// operations in this order, with sampleExp.
 func softmax(cand []candidate, t float32) {
 	var sum float64
 	for i := range cand {
-		e := math.Exp(float64((cand[i].logit - cand[0].logit) / t))
+		e := sampleExp(float64((cand[i].logit - cand[0].logit) / t))
 		cand[i].p = float32(e)
 		sum += e
 	}
 	for i := range cand {
 		cand[i].p = float32(float64(cand[i].p) / sum)
 	}
+}
+
+// sampleExp is e^x for the sampler's softmax: the classic reduction x =
+// k·ln2 + r with ln2 in two parts, a rational approximation of e^r, and the
+// scaling by 2^k, in float64 operations each rounded (the conversions keep
+// a compiler from fusing a product into an addition), so that a GPU doing
+// the same operations (kernels/ops.cu's sample_exp) gets the same bits and,
+// with the same draws, the same picks. Within two ulps of math.Exp
+// (TestSampleExp). Below -708, where e^x is under the smallest normal
+// float64, it is 0: such a term rounds to 0 as a float32 probability and
+// leaves the softmax's sum, at least the largest candidate's term of 1,
+// unchanged.
+func sampleExp(x float64) float64 {
+	const (
+		ln2Hi = 6.93147180369123816490e-01
+		ln2Lo = 1.90821492927058770002e-10
+		log2e = 1.44269504088896338700e+00
+		p1    = 1.66666666666666657415e-01
+		p2    = -2.77777777770155933842e-03
+		p3    = 6.61375632143793436117e-05
+		p4    = -1.65339022054652515390e-06
+		p5    = 4.13813679705723846039e-08
+	)
+	switch {
+	case x != x:
+		return x
+	case x > 7.09782712893383973096e+02:
+		return math.Inf(1)
+	case x < -708:
+		return 0
+	case x > -1.0/(1<<28) && x < 1.0/(1<<28):
+		return 1 + x
+	}
+	// k, the nearest integer to x/ln2 (the conversion truncates).
+	var k int
+	if x < 0 {
+		k = int(float64(log2e*x) - 0.5)
+	} else {
+		k = int(float64(log2e*x) + 0.5)
+	}
+	kf := float64(k)
+	hi := x - float64(kf*ln2Hi) // exact: ln2Hi's low bits are zero
+	lo := float64(kf * ln2Lo)
+	r := hi - lo
+	t := float64(r * r)
+	q := float64(t*p5) + p4
+	q = float64(t*q) + p3
+	q = float64(t*q) + p2
+	q = float64(t*q) + p1
+	c := r - float64(t*q)
+	y := 1 - ((lo - float64(r*c)/(2-c)) - hi)
+	// y·2^k in two exact steps, 2^(k/2) each (-1021 <= k <= 1024).
+	h := k / 2
+	y = float64(y * math.Float64frombits(uint64(h+1023)<<52))
+	return float64(y * math.Float64frombits(uint64(k-h+1023)<<52))
 }

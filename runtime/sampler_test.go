@@ -3,6 +3,7 @@ package runtime
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 
@@ -311,5 +312,69 @@ func BenchmarkSample(b *testing.B) {
 				sampleRef(c.cfg, rng, logits, nil)
 			}
 		})
+	}
+}
+
+// TestSampleExp checks the sampler's own e^x against math.Exp: within two
+// ulps (each is within an ulp of e^x; on amd64 math.Exp is assembly of
+// another method) over the range a softmax uses and past it both ways,
+// exact where
+// e^x is exact (0, where it is 1), 0 below -708 and the special values.
+func TestSampleExp(t *testing.T) {
+	ulps := func(a, b float64) int64 {
+		d := int64(math.Float64bits(a)) - int64(math.Float64bits(b))
+		if d < 0 {
+			d = -d
+		}
+		return d
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	check := func(x float64) {
+		got, want := sampleExp(x), math.Exp(x)
+		if x < -708 {
+			want = 0
+		}
+		if ulps(got, want) > 2 {
+			t.Fatalf("sampleExp(%v) = %v, math.Exp %v (%d ulps)", x, got, want, ulps(got, want))
+		}
+	}
+	for i := 0; i < 200000; i++ {
+		check(-rng.Float64() * 40)  // logit gaps over a temperature
+		check(-rng.Float64() * 750) // down past the cut at -708
+		check(rng.Float64()*1400 - 700)
+		check(float64(-rng.Float32() * 1e-6))
+	}
+	for _, x := range []float64{0, -0.5, -1, -708, -707.9999, -709, -1e-9, 1e-9, 709, math.Ln2, -math.Ln2} {
+		check(x)
+	}
+	if sampleExp(0) != 1 || sampleExp(math.Inf(-1)) != 0 || !math.IsInf(sampleExp(math.Inf(1)), 1) || !math.IsInf(sampleExp(710), 1) ||
+		!math.IsNaN(sampleExp(math.NaN())) {
+		t.Fatalf("special values: %v %v %v %v %v", sampleExp(0), sampleExp(math.Inf(-1)), sampleExp(math.Inf(1)), sampleExp(710), sampleExp(math.NaN()))
+	}
+}
+
+// TestSamplerUndraw checks that draws given back are the next ones drawn,
+// oldest first and ahead of any given back before them, and then the
+// generator's, so that picks whose draws were handed out and not used
+// take them in order.
+func TestSamplerUndraw(t *testing.T) {
+	a, err := NewSampler(DefaultSampler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewSampler(DefaultSampler())
+	var want []float32
+	for range 8 {
+		want = append(want, b.draw())
+	}
+	d := []float32{a.draw(), a.draw(), a.draw(), a.draw(), a.draw()}
+	a.undraw(d[3:])
+	a.undraw(d[1:3])
+	got := []float32{d[0]}
+	for range 7 {
+		got = append(got, a.draw())
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("draws %v, want %v", got, want)
 	}
 }
