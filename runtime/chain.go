@@ -80,7 +80,9 @@ func (e *Executor) newStepChain() (*stepChain, error) {
 	}
 	if ch, ok := c.dev[last.ID].(devices.Chainer); ok && ch.Chains() {
 		g.ch, g.c = ch, c
-		g.sch, _ = ch.(devices.SampleChainer)
+		if !noDeviceTopK {
+			g.sch, _ = ch.(devices.SampleChainer)
+		}
 	}
 	return g, nil
 }

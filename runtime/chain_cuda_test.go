@@ -4,6 +4,8 @@ package runtime
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"testing"
@@ -158,5 +160,159 @@ func BenchmarkCUDAChainHostWork(b *testing.B) {
 				b.ReportMetric(float64(steps*b.N)/took.Seconds(), "tok/s")
 			})
 		}
+	}
+}
+
+// TestCUDASampleNext checks the GPU's sampled pick (sample_next through
+// SampleNext) against the host sampler's over the whole row with the same
+// draw (Sampler.Sample), pick for pick: rows of random logits, of a few
+// distinct values (ties, signed zeros), of one far above the rest, with
+// -Inf in place of most or all, shorter than top-k, over temperatures,
+// top-k and top-p from their extremes to llama.cpp's defaults, and draws
+// at 0 and just under 1; a row holding a NaN gets -1. Then Generate with
+// sampled picks chained gives the tokens of steps that each wait for their
+// picks (chainDepth 0) on the model, stories260K or HYBRID_BENCH_MODEL.
+func TestCUDASampleNext(t *testing.T) {
+	devs := openGPUs(t)
+	sc, ok := devs[0].(devices.SampleChainer)
+	if !ok {
+		t.Fatalf("%T makes no sampled picks", devs[0])
+	}
+	const n = 32000
+	buf, err := devs[0].Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devs[0].Free(buf)
+	rng := rand.New(rand.NewPCG(5, 6))
+	kinds := map[string]func() []float32{
+		"normal": func() []float32 {
+			r := make([]float32, n)
+			for i := range r {
+				r[i] = float32(rng.NormFloat64() * 3)
+			}
+			return r
+		},
+		"ties": func() []float32 {
+			r := make([]float32, n)
+			for i := range r {
+				r[i] = []float32{2, 1, 0, float32(math.Copysign(0, -1)), -3}[rng.IntN(5)]
+			}
+			return r
+		},
+		"peaked": func() []float32 {
+			r := make([]float32, n)
+			for i := range r {
+				r[i] = float32(rng.NormFloat64())
+			}
+			r[rng.IntN(n)] = 25
+			return r
+		},
+		"mostly -Inf": func() []float32 {
+			r := make([]float32, n)
+			for i := range r {
+				r[i] = float32(math.Inf(-1))
+			}
+			for range 5 {
+				r[rng.IntN(n)] = float32(rng.NormFloat64())
+			}
+			return r
+		},
+		"all -Inf": func() []float32 {
+			r := make([]float32, n)
+			for i := range r {
+				r[i] = float32(math.Inf(-1))
+			}
+			return r
+		},
+		"short": func() []float32 {
+			r := make([]float32, 10)
+			for i := range r {
+				r[i] = float32(rng.NormFloat64() * 2)
+			}
+			return r
+		},
+	}
+	cfgs := []SamplerConfig{
+		DefaultSampler(),
+		{Temp: 0.05, TopK: devices.MaxPicks, TopP: 1},
+		{Temp: 2.5, TopK: 1, TopP: 0.5},
+		{Temp: 1, TopK: devices.MaxPicks, TopP: 0.999},
+		{Temp: 0.3, TopK: 7, TopP: 0.2},
+		{Temp: 100, TopK: 100, TopP: 1},
+	}
+	picks := 0
+	for name, kind := range kinds {
+		for range 3 {
+			row := kind()
+			if err := devs[0].Write(buf, row); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cfgs {
+				c.RepeatPenalty = 1
+				draws := []float32{0, math.Nextafter32(1, 0)}
+				for range 10 {
+					draws = append(draws, rng.Float32())
+				}
+				for _, r := range draws {
+					s, err := NewSampler(c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					s.back = []float32{r}
+					want := s.Sample(row, nil)
+					if err := sc.SampleNext(buf, len(row), devices.SampleSpec{K: c.TopK, TopP: c.TopP, Temp: c.Temp, Draw: r}); err != nil {
+						t.Fatal(err)
+					}
+					got, err := sc.NextPick()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got != want {
+						t.Fatalf("%s row, %+v, draw %v: the GPU picks %d, the host %d", name, c, r, got, want)
+					}
+					picks++
+				}
+			}
+		}
+	}
+	row := kinds["normal"]()
+	row[1234] = float32(math.NaN())
+	if err := devs[0].Write(buf, row); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.SampleNext(buf, n, devices.SampleSpec{K: 40, TopP: 0.95, Temp: 0.8, Draw: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sc.NextPick(); err != nil || got != -1 {
+		t.Fatalf("a row holding a NaN: pick %d (%v), want -1", got, err)
+	}
+	t.Logf("%d picks equal", picks)
+
+	m, err := LoadModel(os.Getenv("HYBRID_BENCH_MODEL"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	defer func(d int) { chainDepth = d }(chainDepth)
+	var want []int32
+	for _, depth := range []int{0, 2, devices.MaxChained} {
+		chainDepth = depth
+		e, err := NewPlanExecutor(m, devs[:1], 512, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := DefaultSampler()
+		c.Seed = 3
+		r, err := e.Generate(GenerateOptions{Prompt: "Once upon a time", MaxTokens: 300, Sampler: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if depth == 0 {
+			want = r.Tokens
+		} else if !slices.Equal(r.Tokens, want) {
+			t.Fatalf("sampled picks chained %d deep: %v, each waited for: %v", depth, r.Tokens, want)
+		}
+		t.Logf("depth %d: %d tokens, %.1f tok/s", depth, len(r.Tokens), r.Timings.DecodeTokS)
 	}
 }

@@ -132,9 +132,11 @@ func TestCUDASequences(t *testing.T) {
 }
 
 // TestCUDASampledPicks checks sampled decoding on the GPU with the device's
-// picks (devices.TopKer) against the same with the logits read back
-// (noDeviceTopK): Generate alone, and an engine's four sampled requests at
-// once against each one's Generate, token for token.
+// picks (devices.TopKer, and for samplers without a repeat penalty the
+// sampled tokens themselves, chained: devices.SampleChainer) against the
+// same with the logits read back (noDeviceTopK): Generate alone, and an
+// engine's four sampled requests at once (the last one alone chained)
+// against each one's Generate, token for token.
 func TestCUDASampledPicks(t *testing.T) {
 	devs := openGPUs(t)
 	m := builtinModel(t)

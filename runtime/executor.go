@@ -506,8 +506,9 @@ func (e *Executor) ForwardRowsTop(tokens []int32, rows []ops.Row, m int, picks [
 	return e.topStep(ops.Step{Tokens: tokens, Rows: rows}, m, picks)
 }
 
-// noDeviceTopK turns the device's picks off (HYBRID_DEVICE_TOPK=0): every
-// sampled step reads its logits back, to measure the two.
+// noDeviceTopK turns the device's sampled picks off (HYBRID_DEVICE_TOPK=0):
+// every sampled step reads its logits back, neither its top-k picked nor
+// its token sampled on the device (stepChain), to measure the ways.
 var noDeviceTopK = os.Getenv("HYBRID_DEVICE_TOPK") == "0"
 
 // topStep runs step st and reads back the m largest of each of its logits'

@@ -837,12 +837,34 @@ func (d *Device) Chains() bool { return d.k != nil && d.k.argmaxNext.fn != nil }
 // next step reads them; the pick's copy to pinned memory and an event are
 // queued after it, nothing waited for.
 func (d *Device) PickNext(src devices.Buffer, n int) error {
+	return d.queuePick(src, n, "argmax", func(b *Buffer, out dptr) error {
+		return launch(d.k.argmaxNext, 1, 1, 1024, d.args().ptr(uintptr(b.ptr)).i32(n).ptr(uintptr(out)).ptr(uintptr(d.tokens)))
+	})
+}
+
+// SampleNext implements devices.SampleChainer: sample_next makes the
+// sampler's pick from src's first row, where PickNext's argmax_next would
+// write its own.
+func (d *Device) SampleNext(src devices.Buffer, n int, p devices.SampleSpec) error {
+	if p.K < 1 || p.K > devices.MaxPicks || !(p.TopP > 0 && p.TopP <= 1) || !(p.Temp > 0) || !(p.Draw >= 0 && p.Draw < 1) {
+		return fmt.Errorf("cuda: a sampled pick of top-k %d, top-p %g, temperature %g, draw %g", p.K, p.TopP, p.Temp, p.Draw)
+	}
+	k := min(p.K, n) // the sampler keeps every logit of a row under k
+	return d.queuePick(src, n, "sampled pick", func(b *Buffer, out dptr) error {
+		return launch(d.k.sampleNext, 1, 1, 1024, d.args().ptr(uintptr(b.ptr)).i32(n).i32(k).f32(p.TopP).f32(p.Temp).f32(p.Draw).ptr(uintptr(out)).ptr(uintptr(d.tokens)))
+	})
+}
+
+// queuePick queues a pick from src's first row of n elements by pick (a
+// launch writing it to out and to the next step's token), its copy to
+// pinned memory and an event, in the chain's next slot.
+func (d *Device) queuePick(src devices.Buffer, n int, what string, pick func(b *Buffer, out dptr) error) error {
 	b, err := d.buf(src)
 	if err != nil {
 		return err
 	}
 	if n <= 0 || n > b.n {
-		return fmt.Errorf("cuda: pick of a row of %d elements in a buffer of %d", n, b.n)
+		return fmt.Errorf("cuda: %s of a row of %d elements in a buffer of %d", what, n, b.n)
 	}
 	return d.do(func() error {
 		c := &d.chain
@@ -864,11 +886,11 @@ func (d *Device) PickNext(src devices.Buffer, n int) error {
 		}
 		slot := (c.head + c.count) % devices.MaxChained
 		out := d.argmaxOut() + dptr(4*slot) // two of the ntok (≥ 512) result words
-		if err := launch(d.k.argmaxNext, 1, 1, 1024, d.args().ptr(uintptr(b.ptr)).i32(n).ptr(uintptr(out)).ptr(uintptr(d.tokens))); err != nil {
-			return fmt.Errorf("cuda: argmax: %w", err)
+		if err := pick(b, out); err != nil {
+			return fmt.Errorf("cuda: %s: %w", what, err)
 		}
 		if err := d.stream.copyDtoH(unsafe.Add(c.host, 4*slot), out, 4); err != nil {
-			return fmt.Errorf("cuda: argmax: %w", err)
+			return fmt.Errorf("cuda: %s: %w", what, err)
 		}
 		if err := c.ev[slot].record(d.stream); err != nil {
 			return err

@@ -87,6 +87,7 @@ type kernels struct {
 	argmax                      kernel // the greedy pick of a row of logits (ReadArgmax)
 	argmaxNext                  kernel // argmax's pick kept as the next step's token and position (PickNext)
 	topk                        kernel // the largest logits of a row (ReadTopK)
+	sampleNext                  kernel // a sampler's pick kept as the next step's token and position (SampleNext)
 	attentionT2, attentionT4    kernel // attention for head sizes up to 64 and 128 (kernels/attention.cu)
 	fattnD64, fattnD128         kernel // a prompt's attention on tensor cores for head sizes 64 and 128
 	// attentionG is a few rows' attention by key-value head (attention_g*
@@ -255,7 +256,7 @@ func loadKernels() (*kernels, error) {
 		k    *kernel
 		m    module
 		name string
-	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.attentionT2, am, "attention_t2"}, {&k.attentionT4, am, "attention_t4"}, {&k.fattnD64, am, "fattn_d64"}, {&k.fattnD128, am, "fattn_d128"}, {&k.kvAppend, om, "kv_append"}, {&k.argmax, om, "argmax"}, {&k.argmaxNext, om, "argmax_next"}, {&k.topk, om, "topk"}, {&k.ropeKV, fm, "rope_kv"}, {&k.mmtSum, mm, "mmt_sum"}, {&k.toF16, mm, "to_f16"}, {&k.mmqQuant, qm, "mmq_quant"}} {
+	}{{&k.rmsNorm, om, "rms_norm"}, {&k.rope, om, "rope"}, {&k.siluMul, om, "silu_mul"}, {&k.add, om, "add"}, {&k.addBias, om, "add_bias"}, {&k.attention, am, "attention"}, {&k.attentionT2, am, "attention_t2"}, {&k.attentionT4, am, "attention_t4"}, {&k.fattnD64, am, "fattn_d64"}, {&k.fattnD128, am, "fattn_d128"}, {&k.kvAppend, om, "kv_append"}, {&k.argmax, om, "argmax"}, {&k.argmaxNext, om, "argmax_next"}, {&k.topk, om, "topk"}, {&k.sampleNext, om, "sample_next"}, {&k.ropeKV, fm, "rope_kv"}, {&k.mmtSum, mm, "mmt_sum"}, {&k.toF16, mm, "to_f16"}, {&k.mmqQuant, qm, "mmq_quant"}} {
 		if *p.k, err = get(p.m, p.name); err != nil {
 			return nil, err
 		}

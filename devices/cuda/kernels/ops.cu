@@ -174,15 +174,14 @@ __device__ __forceinline__ unsigned topk_ord(float v) {
 	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk(const float *x, int n, int m, int *oi, float *ov) {
+// topk_row is topk's work for one row x, by every thread of the block: oi
+// and ov (m each) are written by threads 0..m-1, or oi[0] = -1 by thread 0.
+__device__ __forceinline__ void topk_row(const float *x, int n, int m, int *oi, float *ov) {
 	__shared__ unsigned hist[TOPK_WARPS][256];
 	__shared__ unsigned long long keys[TOPK_MAX];
 	__shared__ unsigned s_prefix, s_need, s_ties;
 	__shared__ int s_nan, s_cnt, s_taken;
 	__shared__ int wsum[TOPK_WARPS];
-	x += (long long)blockIdx.x * n;
-	oi += (long long)blockIdx.x * m;
-	ov += (long long)blockIdx.x * m;
 	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	if (tid == 0) s_nan = 0, s_cnt = 0, s_taken = 0;
 	unsigned prefix = 0, mask = 0, need = m, ties = 0;
@@ -276,5 +275,110 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk(const float *x, 
 		for (int j = 0; j < m; j++) r += keys[j] > k;
 		int i = (int)(0xffffffffu - (unsigned)(k & 0xffffffffu));
 		oi[r] = i, ov[r] = x[i];
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk(const float *x, int n, int m, int *oi, float *ov) {
+	topk_row(x + (long long)blockIdx.x * n, n, m, oi + (long long)blockIdx.x * m, ov + (long long)blockIdx.x * m);
+}
+
+// sample_exp is runtime's sampleExp (runtime/sampler.go) operation for
+// operation, each rounded as Go rounds it (no contraction), so that it
+// gives the same bits: e^x by x = k·ln2 + r, ln2 in two parts, a rational
+// approximation of e^r and the scaling by 2^k in two exact steps; 0 below
+// -708.
+__device__ double sample_exp(double x) {
+	const double ln2Hi = 6.93147180369123816490e-01, ln2Lo = 1.90821492927058770002e-10, log2e = 1.44269504088896338700e+00;
+	const double p1 = 1.66666666666666657415e-01, p2 = -2.77777777770155933842e-03, p3 = 6.61375632143793436117e-05,
+	             p4 = -1.65339022054652515390e-06, p5 = 4.13813679705723846039e-08;
+	if (x != x) return x;
+	if (x > 7.09782712893383973096e+02) return __longlong_as_double(0x7ff0000000000000LL);
+	if (x < -708) return 0;
+	if (x > -1.0 / (1 << 28) && x < 1.0 / (1 << 28)) return __dadd_rn(1, x);
+	int k = __double2int_rz(x < 0 ? __dsub_rn(__dmul_rn(log2e, x), 0.5) : __dadd_rn(__dmul_rn(log2e, x), 0.5));
+	double kf = k;
+	double hi = __dsub_rn(x, __dmul_rn(kf, ln2Hi)), lo = __dmul_rn(kf, ln2Lo);
+	double r = __dsub_rn(hi, lo), t = __dmul_rn(r, r);
+	double q = __dadd_rn(__dmul_rn(t, p5), p4);
+	q = __dadd_rn(__dmul_rn(t, q), p3);
+	q = __dadd_rn(__dmul_rn(t, q), p2);
+	q = __dadd_rn(__dmul_rn(t, q), p1);
+	double c = __dsub_rn(r, __dmul_rn(t, q));
+	double y = __dsub_rn(1, __dsub_rn(__dsub_rn(lo, __ddiv_rn(__dmul_rn(r, c), __dsub_rn(2, c))), hi));
+	int h = k / 2;
+	y = __dmul_rn(y, __longlong_as_double((long long)(h + 1023) << 52));
+	return __dmul_rn(y, __longlong_as_double((long long)(k - h + 1023) << 52));
+}
+
+// sample_softmax is runtime's softmax over the first n of the block's
+// candidates v (largest first) at temperature t, by the block: each term
+// by its own thread, their float64 sum by thread 0 in order, the
+// probabilities p by their threads again.
+__device__ __forceinline__ void sample_softmax(const float *v, int n, float t, float *p, double *e, double *sum) {
+	int i = threadIdx.x;
+	if (i < n) {
+		e[i] = sample_exp((double)__fdiv_rn(__fsub_rn(v[i], v[0]), t));
+		p[i] = __double2float_rn(e[i]);
+	}
+	__syncthreads();
+	if (i == 0) {
+		double s = 0;
+		for (int j = 0; j < n; j++) s = __dadd_rn(s, e[j]);
+		*sum = s;
+	}
+	__syncthreads();
+	if (i < n) p[i] = __double2float_rn(__ddiv_rn((double)p[i], *sum));
+	__syncthreads();
+}
+
+// sample_next: the pick runtime's sampler makes (Sampler.SampleTop without
+// a repeat penalty, devices.SampleChainer) from row x's k largest (topk's
+// order) with draw r: their softmax, those whose running float32 sum first
+// reaches top-p, their softmax at temperature temp, and the first whose
+// running sum exceeds r (the last if none does). The pick goes to *out
+// and, as argmax_next's does, to the next chained step's token and
+// position; a row holding a NaN gets -1 (and token 0), which its reader
+// takes as the sign to pick from the row itself.
+extern "C" __global__ void __launch_bounds__(TOPK_THREADS) sample_next(const float *x, int n, int k, float topp, float temp, float r, int *out,
+                                                                     int *tokens) {
+	__shared__ int si[TOPK_MAX];
+	__shared__ float sv[TOPK_MAX], sp[TOPK_MAX];
+	__shared__ double se[TOPK_MAX], ssum;
+	__shared__ int scut;
+	topk_row(x, n, k, si, sv);
+	__syncthreads();
+	if (si[0] < 0) {
+		if (threadIdx.x == 0) *out = -1, tokens[1] = 0, tokens[0] += 1;
+		return;
+	}
+	sample_softmax(sv, k, 1.0f, sp, se, &ssum);
+	if (threadIdx.x == 0) {
+		int cut = k;
+		if (topp < 1) {
+			float cum = 0;
+			for (int i = 0; i < k; i++) {
+				cum = __fadd_rn(cum, sp[i]);
+				if (cum >= topp) {
+					cut = i + 1;
+					break;
+				}
+			}
+		}
+		scut = cut;
+	}
+	__syncthreads();
+	int cut = scut;
+	sample_softmax(sv, cut, temp, sp, se, &ssum);
+	if (threadIdx.x == 0) {
+		int id = si[cut - 1];
+		float cum = 0;
+		for (int i = 0; i < cut; i++) {
+			cum = __fadd_rn(cum, sp[i]);
+			if (r < cum) {
+				id = si[i];
+				break;
+			}
+		}
+		*out = id, tokens[1] = id, tokens[0] += 1;
 	}
 }
