@@ -1032,3 +1032,42 @@ func TestTopK(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPick times a decode step's pick from a row of 32000 logits on
+// the GPU, eight queued and then read back (as a chain holds them): the
+// greedy pick (PickNext's argmax_next) and the sampled one at llama.cpp's
+// default settings (SampleNext's sample_next), per pick.
+func BenchmarkPick(b *testing.B) {
+	g := gpu(b)
+	const n = 32000
+	buf, err := g.Alloc(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Free(buf)
+	if err := g.Write(buf, verify.RandVec(rand.New(rand.NewPCG(1, 2)), n)); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		pick func() error
+	}{
+		{"greedy", func() error { return g.PickNext(buf, n) }},
+		{"sampled", func() error { return g.SampleNext(buf, n, devices.SampleSpec{K: 40, TopP: 0.95, Temp: 0.8, Draw: 0.5}) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i += devices.MaxChained {
+				for range devices.MaxChained {
+					if err := c.pick(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for range devices.MaxChained {
+					if _, err := g.NextPick(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

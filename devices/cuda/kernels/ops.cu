@@ -168,6 +168,7 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_next(const f
 #define TOPK_THREADS 1024
 #define TOPK_MAX 256 // the most a row (devices.MaxPicks)
 #define TOPK_WARPS (TOPK_THREADS / 32)
+#define TOPK_U 8 // values a thread loads at once in a pass over the row
 
 __device__ __forceinline__ unsigned topk_ord(float v) {
 	unsigned u = __float_as_uint(v == 0.0f ? 0.0f : v);
@@ -190,24 +191,33 @@ __device__ __forceinline__ void topk_row(const float *x, int n, int m, int *oi, 
 		__syncthreads();
 		bool nan = false;
 		// Every lane of the warp takes part in each round (the match).
-		for (int base = warp * 32; base < n; base += TOPK_THREADS) {
-			int i = base + lane;
-			bool in = false;
-			unsigned bin = 0;
-			if (i < n) {
-				float v = x[i];
-				if (v != v) {
-					nan = true;
-				} else {
-					unsigned u = topk_ord(v);
-					in = (u & mask) == prefix;
-					bin = (u >> shift) & 255;
-				}
+		// A round's TOPK_U values are loaded first, all at once: one at a
+		// time, each pass waited for a trip to L2 a value.
+		for (int base = warp * 32; base < n; base += TOPK_U * TOPK_THREADS) {
+			float v[TOPK_U];
+#pragma unroll
+			for (int u = 0; u < TOPK_U; u++) {
+				int i = base + u * TOPK_THREADS + lane;
+				v[u] = i < n ? x[i] : 0;
 			}
-			unsigned act = __ballot_sync(0xffffffff, in);
-			if (in) {
-				unsigned same = __match_any_sync(act, bin);
-				if (lane == __ffs(same) - 1) hist[warp][bin] += __popc(same);
+#pragma unroll
+			for (int u = 0; u < TOPK_U; u++) {
+				bool in = false;
+				unsigned bin = 0;
+				if (base + u * TOPK_THREADS + lane < n) {
+					if (v[u] != v[u]) {
+						nan = true;
+					} else {
+						unsigned o = topk_ord(v[u]);
+						in = (o & mask) == prefix;
+						bin = (o >> shift) & 255;
+					}
+				}
+				unsigned act = __ballot_sync(0xffffffff, in);
+				if (in) {
+					unsigned same = __match_any_sync(act, bin);
+					if (lane == __ffs(same) - 1) hist[warp][bin] += __popc(same);
+				}
 			}
 		}
 		if (nan) s_nan = 1;
@@ -220,14 +230,31 @@ __device__ __forceinline__ void topk_row(const float *x, int n, int m, int *oi, 
 			hist[0][b] = s;
 		}
 		__syncthreads();
-		if (tid == 0) {
-			unsigned acc = 0;
-			int b = 255;
-			for (; b > 0; b--) {
-				if (acc + hist[0][b] >= need) break;
-				acc += hist[0][b];
+		if (warp == 0) {
+			// The highest bin b whose count with those of the bins above
+			// it (acc) reaches need, else bin 0: lane l holds bins 8l..8l+7
+			// and their total; the lanes above l hold above[l] of them.
+			unsigned own = 0;
+#pragma unroll
+			for (int j = 0; j < 8; j++) own += hist[0][8 * lane + j];
+			unsigned above = own; // then: what the lanes above hold
+#pragma unroll
+			for (int o = 1; o < 32; o <<= 1) {
+				unsigned v = __shfl_down_sync(0xffffffffu, above, o);
+				if (lane + o < 32) above += v;
 			}
-			s_need = need - acc, s_prefix = prefix | ((unsigned)b << shift), s_ties = hist[0][b];
+			above -= own;
+			unsigned cross = __ballot_sync(0xffffffffu, above < need && above + own >= need);
+			int hi = cross ? 31 - __clz(cross) : 0; // the crossing lane, the highest if several (none: 0)
+			if (lane == hi) {
+				unsigned acc = above;
+				int b = 8 * lane + 7;
+				for (; b > 0; b--) {
+					if (acc + hist[0][b] >= need) break;
+					acc += hist[0][b];
+				}
+				s_need = need - acc, s_prefix = prefix | ((unsigned)b << shift), s_ties = hist[0][b];
+			}
 		}
 		__syncthreads();
 		need = s_need, prefix = s_prefix, ties = s_ties, mask |= 255u << shift;
@@ -239,9 +266,19 @@ __device__ __forceinline__ void topk_row(const float *x, int n, int m, int *oi, 
 	// tau = prefix. Keys above it take the first m - need slots in any
 	// order; if every key at tau is taken, they go there too.
 	bool all = ties == need;
-	for (int i = tid; i < n; i += TOPK_THREADS) {
-		unsigned u = topk_ord(x[i]);
-		if (u > prefix || (all && u == prefix)) keys[atomicAdd(&s_cnt, 1)] = (unsigned long long)u << 32 | (0xffffffffu - (unsigned)i);
+	for (int base = tid; base < n; base += TOPK_U * TOPK_THREADS) {
+		float v[TOPK_U];
+#pragma unroll
+		for (int u = 0; u < TOPK_U; u++) {
+			int i = base + u * TOPK_THREADS;
+			v[u] = i < n ? x[i] : 0;
+		}
+#pragma unroll
+		for (int u = 0; u < TOPK_U; u++) {
+			int i = base + u * TOPK_THREADS;
+			unsigned o = topk_ord(v[u]);
+			if (i < n && (o > prefix || (all && o == prefix))) keys[atomicAdd(&s_cnt, 1)] = (unsigned long long)o << 32 | (0xffffffffu - (unsigned)i);
+		}
 	}
 	if (!all) {
 		// The need keys at tau with the lowest indices: chunks of the
