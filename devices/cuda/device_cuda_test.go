@@ -905,8 +905,9 @@ func topRef(x []float32, m int) []devices.Pick {
 
 // TestTopK checks ReadTopK against topRef on random rows of several
 // lengths and m, rows of many equal values (so that the m-th largest is
-// one of many), all equal, infinities, signed zeros and NaNs, one row at a
-// time and many at once.
+// one of many), all equal, spread as logits are (their largest ranked
+// directly), infinities, signed zeros and NaNs, one row at a time and many
+// at once.
 func TestTopK(t *testing.T) {
 	g := gpu(t)
 	r := rand.New(rand.NewPCG(41, 42))
@@ -924,6 +925,15 @@ func TestTopK(t *testing.T) {
 		coarse[i] = float32(math.Round(float64(coarse[i]) * 4)) // a few dozen distinct values
 	}
 	rows = append(rows, row{"many equal", coarse}, row{"all zero", make([]float32, 5000)})
+	// Spread like logits: few keys share the largest ones' sign and
+	// exponent, so they are ranked directly after the first pass.
+	for _, n := range []int{32000, 151936} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * 3)
+		}
+		rows = append(rows, row{fmt.Sprintf("spread %d", n), x})
+	}
 	signed := make([]float32, 3000)
 	for i := range signed {
 		if i%3 == 0 {

@@ -164,11 +164,16 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_next(const f
 // leader), finds tau, the m-th largest key, and how many of the keys equal
 // to tau the m take (need): all keys above tau are taken, and of those at
 // tau the need with the lowest indices, found by a pass in index order when
-// there are more of them. The m are then put in order by rank.
+// there are more of them. The m are then put in order by rank. Once a pass
+// leaves at most TOPK_CAP keys at or above its bin (for a row of logits
+// usually the first: a byte of sign and exponent), those are gathered and
+// ranked directly instead, each key made distinct by its index: one pass
+// over the row in place of up to four.
 #define TOPK_THREADS 1024
 #define TOPK_MAX 256 // the most a row (devices.MaxPicks)
 #define TOPK_WARPS (TOPK_THREADS / 32)
 #define TOPK_U 8 // values a thread loads at once in a pass over the row
+#define TOPK_CAP 1024 // the most keys ranked directly, once a pass has narrowed them to so few (in hist's memory: 8 KiB of its 32)
 
 __device__ __forceinline__ unsigned topk_ord(float v) {
 	unsigned u = __float_as_uint(v == 0.0f ? 0.0f : v);
@@ -178,7 +183,7 @@ __device__ __forceinline__ unsigned topk_ord(float v) {
 // topk_row is topk's work for one row x, by every thread of the block: oi
 // and ov (m each) are written by threads 0..m-1, or oi[0] = -1 by thread 0.
 __device__ __forceinline__ void topk_row(const float *x, int n, int m, int *oi, float *ov) {
-	__shared__ unsigned hist[TOPK_WARPS][256];
+	__shared__ __align__(8) unsigned hist[TOPK_WARPS][256];
 	__shared__ unsigned long long keys[TOPK_MAX];
 	__shared__ unsigned s_prefix, s_need, s_ties;
 	__shared__ int s_nan, s_cnt, s_taken;
@@ -258,9 +263,44 @@ __device__ __forceinline__ void topk_row(const float *x, int n, int m, int *oi, 
 		}
 		__syncthreads();
 		need = s_need, prefix = s_prefix, ties = s_ties, mask |= 255u << shift;
+		if (m - need + ties <= TOPK_CAP) break; // few enough keys at or above tau's bin: ranked below
 	}
 	if (s_nan) {
 		if (tid == 0) oi[0] = -1;
+		return;
+	}
+	if (m - need + ties <= TOPK_CAP) {
+		// The keys at or above the bin the passes so far found, gathered
+		// (in hist's memory, which no pass reads now) with their indices,
+		// then each ranked by the count of those above it: a key's bits
+		// and its index's order make every key distinct, and the largest
+		// first and equal values by lower index are the keys' order.
+		unsigned long long *cand = (unsigned long long *)&hist[0][0];
+		for (int base = tid; base < n; base += TOPK_U * TOPK_THREADS) {
+			float v[TOPK_U];
+#pragma unroll
+			for (int u = 0; u < TOPK_U; u++) {
+				int i = base + u * TOPK_THREADS;
+				v[u] = i < n ? x[i] : 0;
+			}
+#pragma unroll
+			for (int u = 0; u < TOPK_U; u++) {
+				int i = base + u * TOPK_THREADS;
+				unsigned o = topk_ord(v[u]);
+				if (i < n && (o & mask) >= prefix) cand[atomicAdd(&s_cnt, 1)] = (unsigned long long)o << 32 | (0xffffffffu - (unsigned)i);
+			}
+		}
+		__syncthreads();
+		int c = s_cnt;
+		for (int a = tid; a < c; a += TOPK_THREADS) {
+			unsigned long long k = cand[a];
+			int r = 0;
+			for (int j = 0; j < c; j++) r += cand[j] > k;
+			if (r < m) {
+				int i = (int)(0xffffffffu - (unsigned)(k & 0xffffffffu));
+				oi[r] = i, ov[r] = x[i];
+			}
+		}
 		return;
 	}
 	// tau = prefix. Keys above it take the first m - need slots in any
