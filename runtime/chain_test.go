@@ -77,6 +77,26 @@ func (c *chainer) Run(op *ops.Op, st ops.Step, in []devices.Buffer, out devices.
 	return c.batcher.Run(op, st, in, out)
 }
 
+// generateBoth runs o on plain and on e, fails (naming what) unless both
+// give the same tokens, stop reason and number of decoded tokens, and
+// returns plain's result.
+func generateBoth(t *testing.T, plain, e *Executor, o GenerateOptions, what string) *Result {
+	t.Helper()
+	want, err := plain.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Tokens, want.Tokens) || got.StopReason != want.StopReason || got.Timings.DecodedTokens != want.Timings.DecodedTokens {
+		t.Fatalf("%s: chained %v (%s, %d decoded), plain %v (%s, %d)", what, got.Tokens, got.StopReason, got.Timings.DecodedTokens,
+			want.Tokens, want.StopReason, want.Timings.DecodedTokens)
+	}
+	return want
+}
+
 // TestGreedyChain checks the greedy decode that queues each step before the
 // pick it takes as its token is read back (stepChain), on a device that
 // keeps its picks: Generate, stopped by its token limit and by the
@@ -105,18 +125,7 @@ func TestGreedyChain(t *testing.T) {
 		for _, max := range []int{1, 2, 12, 200} { // 200: stopped by the context
 			c, e := newChainer()
 			o := GenerateOptions{Prompt: "Once upon a time", MaxTokens: max, Sampler: greedy}
-			want, err := plain.Generate(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := e.Generate(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got.Tokens, want.Tokens) || got.StopReason != want.StopReason || got.Timings.DecodedTokens != want.Timings.DecodedTokens {
-				t.Fatalf("max %d: chained %v (%s, %d decoded), plain %v (%s, %d)", max, got.Tokens, got.StopReason, got.Timings.DecodedTokens,
-					want.Tokens, want.StopReason, want.Timings.DecodedTokens)
-			}
+			want := generateBoth(t, plain, e, o, fmt.Sprintf("max %d", max))
 			if len(c.queue) != 0 {
 				t.Fatalf("max %d: %d picks left unread", max, len(c.queue))
 			}
@@ -261,18 +270,7 @@ func TestSampledChain(t *testing.T) {
 					t.Fatal(err)
 				}
 				o := GenerateOptions{Prompt: "Once upon a time", MaxTokens: max, Sampler: sampled}
-				want, err := plain.Generate(o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := e.Generate(o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(got.Tokens, want.Tokens) || got.StopReason != want.StopReason || got.Timings.DecodedTokens != want.Timings.DecodedTokens {
-					t.Fatalf("depth %d, max %d, NaN at %d: chained %v (%s, %d decoded), plain %v (%s, %d)", depth, max, nanAt, got.Tokens, got.StopReason,
-						got.Timings.DecodedTokens, want.Tokens, want.StopReason, want.Timings.DecodedTokens)
-				}
+				want := generateBoth(t, plain, e, o, fmt.Sprintf("depth %d, max %d, NaN at %d", depth, max, nanAt))
 				if len(c.queue) != 0 {
 					t.Fatalf("max %d: %d picks left unread", max, len(c.queue))
 				}
@@ -291,17 +289,9 @@ func TestSampledChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := GenerateOptions{Prompt: "Once upon a time", MaxTokens: 12, Sampler: pen}
-	want, err := plain.Generate(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := e.Generate(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got.Tokens, want.Tokens) || c.samples != 0 || c.chained != 0 {
-		t.Fatalf("repeat penalty: %v (%d sampled on the device, %d chained), plain %v", got.Tokens, c.samples, c.chained, want.Tokens)
+	generateBoth(t, plain, e, GenerateOptions{Prompt: "Once upon a time", MaxTokens: 12, Sampler: pen}, "repeat penalty")
+	if c.samples != 0 || c.chained != 0 {
+		t.Fatalf("repeat penalty: %d picks sampled on the device, %d steps chained", c.samples, c.chained)
 	}
 }
 

@@ -180,6 +180,27 @@ __device__ __forceinline__ unsigned topk_ord(float v) {
 	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// topk_gather appends to out, at slots counted by *cnt, the key of each
+// element of row x whose order o takes(o) holds (the order above, then the
+// index's complement, so that equal values sort by lower index), a thread
+// loading TOPK_U values at once.
+template <class F> __device__ __forceinline__ void topk_gather(const float *x, int n, F takes, unsigned long long *out, int *cnt) {
+	for (int base = threadIdx.x; base < n; base += TOPK_U * TOPK_THREADS) {
+		float v[TOPK_U];
+#pragma unroll
+		for (int u = 0; u < TOPK_U; u++) {
+			int i = base + u * TOPK_THREADS;
+			v[u] = i < n ? x[i] : 0;
+		}
+#pragma unroll
+		for (int u = 0; u < TOPK_U; u++) {
+			int i = base + u * TOPK_THREADS;
+			unsigned o = topk_ord(v[u]);
+			if (i < n && takes(o)) out[atomicAdd(cnt, 1)] = (unsigned long long)o << 32 | (0xffffffffu - (unsigned)i);
+		}
+	}
+}
+
 // topk_row is topk's work for one row x, by every thread of the block: oi
 // and ov (m each) are written by threads 0..m-1, or oi[0] = -1 by thread 0.
 __device__ __forceinline__ void topk_row(const float *x, int n, int m, int *oi, float *ov) {
@@ -276,20 +297,7 @@ __device__ __forceinline__ void topk_row(const float *x, int n, int m, int *oi, 
 		// and its index's order make every key distinct, and the largest
 		// first and equal values by lower index are the keys' order.
 		unsigned long long *cand = (unsigned long long *)&hist[0][0];
-		for (int base = tid; base < n; base += TOPK_U * TOPK_THREADS) {
-			float v[TOPK_U];
-#pragma unroll
-			for (int u = 0; u < TOPK_U; u++) {
-				int i = base + u * TOPK_THREADS;
-				v[u] = i < n ? x[i] : 0;
-			}
-#pragma unroll
-			for (int u = 0; u < TOPK_U; u++) {
-				int i = base + u * TOPK_THREADS;
-				unsigned o = topk_ord(v[u]);
-				if (i < n && (o & mask) >= prefix) cand[atomicAdd(&s_cnt, 1)] = (unsigned long long)o << 32 | (0xffffffffu - (unsigned)i);
-			}
-		}
+		topk_gather(x, n, [&](unsigned o) { return (o & mask) >= prefix; }, cand, &s_cnt);
 		__syncthreads();
 		int c = s_cnt;
 		for (int a = tid; a < c; a += TOPK_THREADS) {
@@ -306,20 +314,7 @@ __device__ __forceinline__ void topk_row(const float *x, int n, int m, int *oi, 
 	// tau = prefix. Keys above it take the first m - need slots in any
 	// order; if every key at tau is taken, they go there too.
 	bool all = ties == need;
-	for (int base = tid; base < n; base += TOPK_U * TOPK_THREADS) {
-		float v[TOPK_U];
-#pragma unroll
-		for (int u = 0; u < TOPK_U; u++) {
-			int i = base + u * TOPK_THREADS;
-			v[u] = i < n ? x[i] : 0;
-		}
-#pragma unroll
-		for (int u = 0; u < TOPK_U; u++) {
-			int i = base + u * TOPK_THREADS;
-			unsigned o = topk_ord(v[u]);
-			if (i < n && (o > prefix || (all && o == prefix))) keys[atomicAdd(&s_cnt, 1)] = (unsigned long long)o << 32 | (0xffffffffu - (unsigned)i);
-		}
-	}
+	topk_gather(x, n, [&](unsigned o) { return o > prefix || (all && o == prefix); }, keys, &s_cnt);
 	if (!all) {
 		// The need keys at tau with the lowest indices: chunks of the
 		// row in index order, each tie's rank among the chunk's ties by
