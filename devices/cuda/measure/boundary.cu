@@ -14,6 +14,10 @@
 // over copies that together exceed L2, so each phase reads them from DRAM.
 // The same phases run
 //   - graph:      as N launches of one kernel, captured in a CUDA graph;
+//   - graph pre, pipelined, no stage: the same with each warp's first row
+//                 loaded before the staging (onePre), its next row before
+//                 each product (onePipe), and nothing staged (oneSkip,
+//                 timing only: its products are not checked);
 //   - persistent: as one cooperative launch of the same grid, a grid-wide
 //                 barrier (an atomic count and a generation word) between
 //                 phases;
@@ -21,6 +25,13 @@
 //                 registers before it waits at the barrier (the weights do
 //                 not depend on the phase before; a kernel boundary cannot
 //                 do this, and asking L2 ahead was measured slower);
+//   - smem ahead: the same, each warp copying its next rows' weights (up to
+//                 AHEAD) into shared memory by cp.async before the barrier,
+//                 so that their trips from DRAM overlap the barrier and the
+//                 next staging without holding registers: a "megakernel"
+//                 streaming the next op's weights ahead of its dependency
+//                 (written in the twenty-ninth session after its device
+//                 time was spent: compiled for sm_90, not yet run);
 // and, to size the parts, a graph of N empty launches and a kernel of N
 // barriers alone. Every way must end with the same y bit for bit (checked),
 // which also checks the barrier.
@@ -37,6 +48,8 @@
 #include <cstring>
 #include <cuda_fp16.h>
 #include <vector>
+
+#include <cuda_pipeline.h>
 
 #include "measure.cuh"
 
@@ -97,8 +110,7 @@ struct Held {
 	__half d[MAXT];
 };
 
-__device__ __forceinline__ void loadRow(const uint8_t *W, int row, int cols, int lane, Held &h) {
-	const uint8_t *r = W + row * rowBytes(cols);
+__device__ __forceinline__ void loadAt(const uint8_t *r, int cols, int lane, Held &h) {
 	const __half *sc = (const __half *)(r + cols / 2);
 	int nb = cols / 32;
 #pragma unroll
@@ -107,6 +119,9 @@ __device__ __forceinline__ void loadRow(const uint8_t *W, int row, int cols, int
 		if (b < nb) h.q[t] = *(const uint4 *)(r + 16 * b), h.d[t] = sc[b];
 	}
 }
+
+// loadRow is loadAt for row row of W.
+__device__ __forceinline__ void loadRow(const uint8_t *W, int row, int cols, int lane, Held &h) { loadAt(W + row * rowBytes(cols), cols, lane, h); }
 
 __device__ __forceinline__ float dotRow(const Held &h, int cols, int lane, const int8_t *xq, const float *xd) {
 	int nb = cols / 32;
@@ -220,6 +235,58 @@ __global__ void __launch_bounds__(THREADS) persistent(const uint8_t *W, long lon
 	}
 }
 
+// persistentAhead is persistent with each warp's first AHEAD rows of the
+// next phase's weights copied into shared memory (cp.async, holding no
+// registers) as soon as it has taken this phase's products, so that their
+// trips from DRAM overlap the barrier and the next staging; the warp's
+// other rows load as before. What a persistent decode kernel that streams
+// the next op's weights ahead of its dependency (a "megakernel") would
+// gain. Dynamic shared memory: THREADS/32 · AHEAD rows.
+constexpr int AHEAD = 2;
+
+__device__ __forceinline__ void aheadRows(const uint8_t *W, int rows, int cols, int first, int nw, uint8_t *slots) {
+	int lane = threadIdx.x & 31;
+	long long rb = rowBytes(cols);
+	for (int p = 0; p < AHEAD; p++) {
+		int row = first + p * nw;
+		if (row >= rows) break;
+		const uint8_t *src = W + row * rb;
+		for (int c = lane; 16 * c < rb; c += 32) __pipeline_memcpy_async(slots + p * rb + 16 * c, src + 16 * c, 16);
+	}
+	__pipeline_commit();
+}
+
+__global__ void __launch_bounds__(THREADS) persistentAhead(const uint8_t *W, long long wbytes, int copies, float *buf0, float *buf1, int rows, int cols,
+                                                           int n, unsigned *bar) {
+	extern __shared__ __align__(16) uint8_t slotMem[];
+	__shared__ __align__(16) int8_t xq[MAXC];
+	__shared__ float xd[MAXC / 32];
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = gridDim.x * (blockDim.x >> 5);
+	long long rb = rowBytes(cols);
+	uint8_t *slots = slotMem + warp * AHEAD * rb;
+	int first = blockIdx.x * (blockDim.x >> 5) + warp;
+	aheadRows(W, rows, cols, first, nw, slots);
+	for (int i = 0; i < n; i++) {
+		const uint8_t *Wi = W + (i % copies) * wbytes;
+		const float *x = i % 2 ? buf1 : buf0;
+		float *y = i % 2 ? buf0 : buf1;
+		stage(x, cols, xq, xd);
+		__syncthreads();
+		__pipeline_wait_prior(0);
+		__syncwarp(); // a lane reads pieces other lanes copied
+		int p = 0;
+		for (int row = first; row < rows; row += nw, p++) {
+			Held h;
+			loadAt(p < AHEAD ? slots + p * rb : Wi + row * rb, cols, lane, h);
+			float v = dotRow(h, cols, lane, xq, xd);
+			if (lane == 0) y[row] = v / (1 + fabsf(v));
+		}
+		__syncwarp(); // the slots are read before they are copied over
+		if (i + 1 < n) aheadRows(W + ((i + 1) % copies) * wbytes, rows, cols, first, nw, slots);
+		grid_sync(bar, gridDim.x); // and xq is rewritten after every warp's products
+	}
+}
+
 __global__ void empty() {}
 
 __global__ void barriers(unsigned *bar, int n) {
@@ -294,8 +361,8 @@ int main() {
 		int rows, cols;
 	} shapes[] = {{"4096x4096 (7B's o, as 4.5 bits a weight)", 4096, 4096}, {"2048x2048 (TinyLlama's o)", 2048, 2048},
 	              {"2560x2048 (TinyLlama's q,k,v)", 2560, 2048}, {"11008x4096 (7B's gate or up)", 11008, 4096}};
-	printf("%-44s %10s %10s %10s %10s %10s %10s %10s   %s\n", "shape (phase i+1's x is phase i's y)", "bytes us", "graph us", "graph pre", "pipelined", "no stage",
-	       "persist us", "prefetch us", "same y");
+	printf("%-44s %10s %10s %10s %10s %10s %10s %10s %10s   %s\n", "shape (phase i+1's x is phase i's y)", "bytes us", "graph us", "graph pre", "pipelined",
+	       "no stage", "persist us", "prefetch us", "smem ahead", "same y");
 	for (auto sh : shapes) {
 		int rows = sh.rows, cols = sh.cols;
 		if (rows != cols && rows < cols) continue;
@@ -375,10 +442,30 @@ int main() {
 		reset();
 		runP(1);
 		result(yf);
+		// The same with the next phase's rows in shared memory, where the
+		// grid still fits the GPU at once with the slots.
+		size_t slotBytes = (size_t)(THREADS / 32) * AHEAD * rowBytes(cols);
+		CK(cudaFuncSetAttribute(persistentAhead, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)slotBytes));
+		int perA = 0;
+		CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perA, persistentAhead, THREADS, slotBytes));
+		double ta = -1;
+		std::vector<float> ya(len);
+		if (perA * p.multiProcessorCount >= blocks) {
+			auto runA = [&] {
+				void *a[] = {&W, &wb, &copies, &b0, &b1, &rows, &cols, &n, &bar};
+				CK(cudaLaunchCooperativeKernel((void *)persistentAhead, blocks, THREADS, a, slotBytes, s));
+			};
+			ta = timed(s, runA);
+			reset();
+			runA();
+			result(ya);
+		} else {
+			ya = yg;
+		}
 		bool same = memcmp(yg.data(), yp.data(), rows * 4) == 0 && memcmp(yg.data(), yf.data(), rows * 4) == 0 &&
-		            memcmp(yg.data(), y2.data(), rows * 4) == 0 && memcmp(yg.data(), y4.data(), rows * 4) == 0;
-		printf("%-44s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f   %s (%d blocks)\n", sh.name, wb / copyRate * 1e6, tg * 1e3 / N, t2 * 1e3 / N,
-		       t4 * 1e3 / N, t3 * 1e3 / N, tp * 1e3 / N, tf * 1e3 / N, same ? "yes" : "NO", blocks);
+		            memcmp(yg.data(), y2.data(), rows * 4) == 0 && memcmp(yg.data(), y4.data(), rows * 4) == 0 && memcmp(yg.data(), ya.data(), rows * 4) == 0;
+		printf("%-44s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f   %s (%d blocks)\n", sh.name, wb / copyRate * 1e6, tg * 1e3 / N,
+		       t2 * 1e3 / N, t4 * 1e3 / N, t3 * 1e3 / N, tp * 1e3 / N, tf * 1e3 / N, ta * 1e3 / N, same ? "yes" : "NO", blocks);
 		for (auto e : {ge, ge2, ge3, ge4}) CK(cudaGraphExecDestroy(e));
 		for (auto e : {g, g2, g3, g4}) CK(cudaGraphDestroy(e));
 		CK(cudaFree(W));
