@@ -31,7 +31,9 @@
 //                 next staging without holding registers: a "megakernel"
 //                 streaming the next op's weights ahead of its dependency
 //                 (written in the twenty-ninth session after its device
-//                 time was spent: compiled for sm_90, not yet run);
+//                 time was spent: compiled for sm_90, not yet run), and
+//                 the same with a barrier of release and acquire at GPU
+//                 scope in place of full fences (grid_sync_ra);
 // and, to size the parts, a graph of N empty launches and a kernel of N
 // barriers alone. Every way must end with the same y bit for bit (checked),
 // which also checks the barrier.
@@ -74,6 +76,27 @@ __device__ __forceinline__ void grid_sync(unsigned *bar, unsigned nb) {
 			}
 		}
 		__threadfence();
+	}
+	__syncthreads();
+}
+
+// grid_sync_ra is grid_sync with release and acquire at GPU scope in place
+// of full fences: the arrival an acq_rel atomic add, the last arrival's
+// new generation a release store, the waiters' polls acquire loads.
+__device__ __forceinline__ void grid_sync_ra(unsigned *bar, unsigned nb) {
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		unsigned g, old, cur;
+		asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(bar + 1) : "memory");
+		asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(bar) : "memory");
+		if (old == nb - 1) {
+			asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(bar), "r"(0u) : "memory");
+			asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(bar + 1), "r"(g + 1) : "memory");
+		} else {
+			do {
+				asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(bar + 1) : "memory");
+			} while (cur == g);
+		}
 	}
 	__syncthreads();
 }
@@ -257,7 +280,7 @@ __device__ __forceinline__ void aheadRows(const uint8_t *W, int rows, int cols, 
 }
 
 __global__ void __launch_bounds__(THREADS) persistentAhead(const uint8_t *W, long long wbytes, int copies, float *buf0, float *buf1, int rows, int cols,
-                                                           int n, unsigned *bar) {
+                                                           int n, unsigned *bar, int ra) {
 	extern __shared__ __align__(16) uint8_t slotMem[];
 	__shared__ __align__(16) int8_t xq[MAXC];
 	__shared__ float xd[MAXC / 32];
@@ -283,14 +306,21 @@ __global__ void __launch_bounds__(THREADS) persistentAhead(const uint8_t *W, lon
 		}
 		__syncwarp(); // the slots are read before they are copied over
 		if (i + 1 < n) aheadRows(W + ((i + 1) % copies) * wbytes, rows, cols, first, nw, slots);
-		grid_sync(bar, gridDim.x); // and xq is rewritten after every warp's products
+		if (ra) // and xq is rewritten after every warp's products
+			grid_sync_ra(bar, gridDim.x);
+		else
+			grid_sync(bar, gridDim.x);
 	}
 }
 
 __global__ void empty() {}
 
-__global__ void barriers(unsigned *bar, int n) {
-	for (int i = 0; i < n; i++) grid_sync(bar, gridDim.x);
+__global__ void barriers(unsigned *bar, int n, int ra) {
+	for (int i = 0; i < n; i++)
+		if (ra)
+			grid_sync_ra(bar, gridDim.x);
+		else
+			grid_sync(bar, gridDim.x);
 }
 
 // timed runs f (work queued on s) reps times after two warm-ups and returns
@@ -340,9 +370,13 @@ int main() {
 	CK(cudaGraphInstantiateWithFlags(&ege, eg, 0));
 	double te = timed(s, [&] { CK(cudaGraphLaunch(ege, s)); });
 	int n = N;
-	void *ba[] = {&bar, &n};
+	int ra = 0;
+	void *ba[] = {&bar, &n, &ra};
 	double tb = timed(s, [&] { CK(cudaLaunchCooperativeKernel((void *)barriers, grid, THREADS, ba, 0, s)); });
-	printf("empty launch in a graph: %.2f us each; grid barrier alone: %.2f us each\n", te * 1e3 / N, tb * 1e3 / N);
+	ra = 1;
+	double tr = timed(s, [&] { CK(cudaLaunchCooperativeKernel((void *)barriers, grid, THREADS, ba, 0, s)); });
+	printf("empty launch in a graph: %.2f us each; grid barrier alone: %.2f us each (release/acquire: %.2f)\n", te * 1e3 / N, tb * 1e3 / N,
+	       tr * 1e3 / N);
 	// The device-to-device copy rate, bytes read and written (as
 	// bench/cuda/fa.sh's weight fraction counts it): a phase's weight bytes
 	// at it are the phase's floor.
@@ -361,8 +395,8 @@ int main() {
 		int rows, cols;
 	} shapes[] = {{"4096x4096 (7B's o, as 4.5 bits a weight)", 4096, 4096}, {"2048x2048 (TinyLlama's o)", 2048, 2048},
 	              {"2560x2048 (TinyLlama's q,k,v)", 2560, 2048}, {"11008x4096 (7B's gate or up)", 11008, 4096}};
-	printf("%-44s %10s %10s %10s %10s %10s %10s %10s %10s   %s\n", "shape (phase i+1's x is phase i's y)", "bytes us", "graph us", "graph pre", "pipelined",
-	       "no stage", "persist us", "prefetch us", "smem ahead", "same y");
+	printf("%-44s %10s %10s %10s %10s %10s %10s %10s %10s %10s   %s\n", "shape (phase i+1's x is phase i's y)", "bytes us", "graph us", "graph pre",
+	       "pipelined", "no stage", "persist us", "prefetch us", "smem ahead", "+acq/rel", "same y");
 	for (auto sh : shapes) {
 		int rows = sh.rows, cols = sh.cols;
 		if (rows != cols && rows < cols) continue;
@@ -448,24 +482,29 @@ int main() {
 		CK(cudaFuncSetAttribute(persistentAhead, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)slotBytes));
 		int perA = 0;
 		CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perA, persistentAhead, THREADS, slotBytes));
-		double ta = -1;
-		std::vector<float> ya(len);
+		double ta = -1, tar = -1;
+		std::vector<float> ya(len), yar(len);
 		if (perA * p.multiProcessorCount >= blocks) {
-			auto runA = [&] {
-				void *a[] = {&W, &wb, &copies, &b0, &b1, &rows, &cols, &n, &bar};
+			auto runA = [&](int ra) {
+				void *a[] = {&W, &wb, &copies, &b0, &b1, &rows, &cols, &n, &bar, &ra};
 				CK(cudaLaunchCooperativeKernel((void *)persistentAhead, blocks, THREADS, a, slotBytes, s));
 			};
-			ta = timed(s, runA);
+			ta = timed(s, [&] { runA(0); });
 			reset();
-			runA();
+			runA(0);
 			result(ya);
+			tar = timed(s, [&] { runA(1); });
+			reset();
+			runA(1);
+			result(yar);
 		} else {
-			ya = yg;
+			ya = yar = yg;
 		}
 		bool same = memcmp(yg.data(), yp.data(), rows * 4) == 0 && memcmp(yg.data(), yf.data(), rows * 4) == 0 &&
-		            memcmp(yg.data(), y2.data(), rows * 4) == 0 && memcmp(yg.data(), y4.data(), rows * 4) == 0 && memcmp(yg.data(), ya.data(), rows * 4) == 0;
-		printf("%-44s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f   %s (%d blocks)\n", sh.name, wb / copyRate * 1e6, tg * 1e3 / N,
-		       t2 * 1e3 / N, t4 * 1e3 / N, t3 * 1e3 / N, tp * 1e3 / N, tf * 1e3 / N, ta * 1e3 / N, same ? "yes" : "NO", blocks);
+		            memcmp(yg.data(), y2.data(), rows * 4) == 0 && memcmp(yg.data(), y4.data(), rows * 4) == 0 && memcmp(yg.data(), ya.data(), rows * 4) == 0 &&
+		            memcmp(yg.data(), yar.data(), rows * 4) == 0;
+		printf("%-44s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f   %s (%d blocks)\n", sh.name, wb / copyRate * 1e6,
+		       tg * 1e3 / N, t2 * 1e3 / N, t4 * 1e3 / N, t3 * 1e3 / N, tp * 1e3 / N, tf * 1e3 / N, ta * 1e3 / N, tar * 1e3 / N, same ? "yes" : "NO", blocks);
 		for (auto e : {ge, ge2, ge3, ge4}) CK(cudaGraphExecDestroy(e));
 		for (auto e : {g, g2, g3, g4}) CK(cudaGraphDestroy(e));
 		CK(cudaFree(W));
