@@ -95,6 +95,19 @@ func (g *stepChain) samples(s *Sampler) bool {
 	return ok && g.sch != nil
 }
 
+// takes reports whether the chain's steps can make sampler s's picks, and
+// the sampler to step with: nil for greedy ones (Sampler.Greedy), s where
+// the device samples them (samples). Elsewhere the caller steps itself.
+func (g *stepChain) takes(s *Sampler) (*Sampler, bool) {
+	switch {
+	case s.Greedy():
+		return nil, true
+	case g.samples(s):
+		return s, true
+	}
+	return nil, false
+}
+
 // step returns the pick of the step at pos whose token is tok: the greedy
 // one where s is nil, else sampler s's (for which samples holds). The
 // caller may want up to left steps after it (fewer if it stops on a pick):

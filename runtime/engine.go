@@ -509,36 +509,29 @@ func (e *Engine) step() {
 		// job can still take, up to the chain's depth; so too a sampled
 		// pick where the device makes it.
 		s := act[0]
-		_, sampled := s.sampler.Chained()
-		if greedy := s.sampler.Greedy(); greedy || sampled {
-			if e.chain == nil {
-				g, err := e.x.newStepChain()
-				if err != nil {
-					e.end(s, "", err)
-					return
-				}
-				e.chain = g
-			}
-			var cs *Sampler
-			if !greedy {
-				cs = s.sampler
-			}
-			if greedy || e.chain.samples(cs) {
-				// The steps the job may still take after this one: its
-				// cells' room, and its token limit where it has one.
-				left := e.n - 1 - len(s.cached)
-				if max := s.job.req.MaxTokens; max > 0 {
-					left = min(left, max-1-s.made)
-				}
-				id, err := e.chain.stepSeq(s.next, len(s.cached), s.base, left, cs)
-				if err != nil {
-					e.end(s, "", err)
-					return
-				}
-				s.cached = append(s.cached, s.next)
-				e.emitID(s, id)
+		if e.chain == nil {
+			g, err := e.x.newStepChain()
+			if err != nil {
+				e.end(s, "", err)
 				return
 			}
+			e.chain = g
+		}
+		if cs, ok := e.chain.takes(s.sampler); ok {
+			// The steps the job may still take after this one: its
+			// cells' room, and its token limit where it has one.
+			left := e.n - 1 - len(s.cached)
+			if max := s.job.req.MaxTokens; max > 0 {
+				left = min(left, max-1-s.made)
+			}
+			id, err := e.chain.stepSeq(s.next, len(s.cached), s.base, left, cs)
+			if err != nil {
+				e.end(s, "", err)
+				return
+			}
+			s.cached = append(s.cached, s.next)
+			e.emitID(s, id)
+			return
 		}
 		// A sampled pick needs only the best few logits where the
 		// device can pick them (ForwardSeqTop).

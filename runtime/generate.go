@@ -84,20 +84,13 @@ func (e *Executor) Generate(o GenerateOptions) (*Result, error) {
 	// largest logit: the device picks it, and the step after a pick is
 	// queued before the pick is read back where the device keeps its picks
 	// (stepChain); so too a sampled pick where the device makes it.
-	greedy := s.Greedy()
 	next := int32(-1)
-	var chain *stepChain
-	if _, ok := s.Chained(); greedy || ok {
-		if chain, err = e.newStepChain(); err != nil {
-			return nil, err
-		}
-		defer chain.close()
+	chain, err := e.newStepChain()
+	if err != nil {
+		return nil, err
 	}
-	var cs *Sampler // the chain's sampler: nil for greedy picks
-	chained := greedy
-	if !greedy && chain != nil && chain.samples(s) {
-		cs, chained = s, true
-	}
+	defer chain.close()
+	cs, chained := chain.takes(s) // cs: the chain's sampler, nil for greedy picks
 	// A sampled pick needs only the best few logits where the device can
 	// pick them (ForwardTop): then picks holds them and logits is nil.
 	var picks, buf []devices.Pick
