@@ -16,6 +16,10 @@
 # H names the hybrid binary (its cuda.test beside it), B llama.cpp's bin
 # folder, MODELS a subset ("tl-q4_0 tl-q4_k_m tl-q8_0 7b-q4_k_m").
 set -u
+# Where $OUT is a folder (the device tool's machine: its files come back),
+# the whole output is also kept in $OUT/fa.txt: a command's returned text
+# is only its last 12,000 characters.
+if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then exec > >(tee -a "$OUT/fa.txt") 2>&1; fi
 H=${H:-.device/c/hybrid} B=${B:-/tmp/lcpp/build/bin}
 T=$(cd "$(dirname "$H")" && pwd)/cuda.test
 MODELS=${MODELS:-tl-q4_0 tl-q4_k_m tl-q8_0 7b-q4_k_m}
