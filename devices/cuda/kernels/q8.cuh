@@ -198,11 +198,12 @@ __device__ __forceinline__ float fmd(float a, float b, float c) { return __fmul_
 // and fin) are streaming loads (ld.global.cs, __ldcs: their lines are the
 // first L1 and L2 evict). A decode step reads its weights once, ten times
 // L2 (TinyLlama Q4_0: 606 MiB through 60 MiB), and with plain loads they
-// pushed out what every step reads again: the norm weights, the KV cache,
-// the rope table, the residual row. So each launch began with a trip to
-// DRAM where L2 now serves it. Measured on an H200 (tg128 tok/s, two
-// rounds alternated, main → streaming): TinyLlama Q4_0 1584 → 1661, Q4_K_M
-// 1466 → 1529, Q8_0 1207 → 1327, Llama-7B Q4_K_M 526.5 → 534.
+// pushed out what every step reads again: the norm weights (read after the
+// input's sum), the KV cache, the residual row. So each launch began with a
+// trip to DRAM where L2 now serves it. Measured on an H200 (thirtieth
+// session; tg128 tok/s, two rounds alternated, plain → streaming): TinyLlama
+// Q4_0 1590 → 1664, Q4_K_M 1477 → 1541, Q8_0 1214 → 1329, Llama-7B Q4_K_M
+// 528.8 → 536.2.
 #ifndef MV_EVICT
 #define MV_EVICT 1
 #endif
