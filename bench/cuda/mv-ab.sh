@@ -19,7 +19,10 @@
 # would save (V="main copy stage", X="", E="main copy stage"; the
 # twenty-seventh session's run is in logs/issue15-2026-11-29-s27.txt). -DMV_STAGE_SKIP=1
 # is a timing-only build (its exactness line fails: it stages no input)
-# that says what a launch's input staging costs.
+# that says what a launch's input staging costs. -DMV_EVICT=0 gives the
+# weights plain loads again in place of the streaming ones (kernels/q8.cuh;
+# the thirtieth session's A/B loaded 7106415's PTX instead, which also read
+# each scale pair as two 16-bit loads).
 #
 #   here:  mkdir -p .device/v && (cd devices/cuda && cp kernels/fused.ptx ../../.device/v/main.ptx &&
 #            nvcc -ptx -arch=compute_80 -O3 -DMV_UNROLL=4 -o ../../.device/v/u4.ptx kernels/fused.cu)
