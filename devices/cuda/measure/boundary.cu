@@ -53,11 +53,8 @@
 
 #include <cuda_pipeline.h>
 
-#include "measure.cuh"
-
-constexpr int THREADS = 512; // the decode mat-vec's sixteen warps a block
-constexpr int MAXC = 8192;   // the most columns a phase stages
-constexpr int MAXT = 4;      // the most 16-byte quant loads a lane holds for one row (cols ≤ 4096)
+#define MV_CS 0 // plain weight loads, as the tables in bench/RESULTS.md were measured
+#include "matvec.cuh"
 
 // grid_sync is a barrier for every block of a resident grid of nb blocks:
 // bar[0] counts arrivals, bar[1] is the generation the last arrival moves.
@@ -115,73 +112,6 @@ __device__ __forceinline__ void grid_sync_mono(unsigned *bar, unsigned nb, unsig
 		} while (cur < want);
 	}
 	__syncthreads();
-}
-
-// A row of cols weights: cols/2 bytes of quants (byte j of a block: weight
-// j in its low nibble, j+16 in its high), then cols/32 f16 scales.
-__host__ __device__ inline long long rowBytes(int cols) { return cols / 2 + cols / 32 * 2; }
-
-// stage quantizes x (cols f32, read from L2) into the block's xq (int8) and
-// xd (a scale for each 32), each thread a piece of 8, four threads a block.
-__device__ __forceinline__ void stage(const float *x, int cols, int8_t *xq, float *xd) {
-	for (int c = threadIdx.x; 8 * c < cols; c += blockDim.x) {
-		float4 a = __ldcg((const float4 *)(x + 8 * c)), b = __ldcg((const float4 *)(x + 8 * c + 4));
-		float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}, m = 0;
-#pragma unroll
-		for (int k = 0; k < 8; k++) m = fmaxf(m, fabsf(v[k]));
-		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
-		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-		float d = m / 127, id = d > 0 ? 1 / d : 0;
-		unsigned lo = 0, hi = 0;
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			lo |= (unsigned)(uint8_t)(int8_t)__float2int_rn(v[k] * id) << (8 * k);
-			hi |= (unsigned)(uint8_t)(int8_t)__float2int_rn(v[k + 4] * id) << (8 * k);
-		}
-		*(uint2 *)(xq + 8 * c) = make_uint2(lo, hi);
-		if ((c & 3) == 0) xd[c / 4] = d;
-	}
-}
-
-// Held are one row's quant loads and scales, loaded ahead (prefetched).
-struct Held {
-	uint4 q[MAXT];
-	__half d[MAXT];
-};
-
-__device__ __forceinline__ void loadAt(const uint8_t *r, int cols, int lane, Held &h) {
-	const __half *sc = (const __half *)(r + cols / 2);
-	int nb = cols / 32;
-#pragma unroll
-	for (int t = 0; t < MAXT; t++) {
-		int b = t * 32 + lane;
-		if (b < nb) h.q[t] = *(const uint4 *)(r + 16 * b), h.d[t] = sc[b];
-	}
-}
-
-// loadRow is loadAt for row row of W.
-__device__ __forceinline__ void loadRow(const uint8_t *W, int row, int cols, int lane, Held &h) { loadAt(W + row * rowBytes(cols), cols, lane, h); }
-
-__device__ __forceinline__ float dotRow(const Held &h, int cols, int lane, const int8_t *xq, const float *xd) {
-	int nb = cols / 32;
-	float acc = 0;
-#pragma unroll
-	for (int t = 0; t < MAXT; t++) {
-		int b = t * 32 + lane;
-		if (b >= nb) break;
-		const int *xs = (const int *)(xq + 32 * b);
-		unsigned w[4] = {h.q[t].x, h.q[t].y, h.q[t].z, h.q[t].w};
-		int s = 0;
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			s = __dp4a((int)(w[k] & 0x0f0f0f0f), xs[k], s);
-			s = __dp4a((int)((w[k] >> 4) & 0x0f0f0f0f), xs[k + 4], s);
-		}
-		acc = fmaf(__half2float(h.d[t]) * xd[b], (float)s, acc);
-	}
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffff, acc, o);
-	return acc;
 }
 
 // phase is one mat-vec: y = W·x over the grid (block bx of nb). With held
@@ -316,7 +246,7 @@ __global__ void __launch_bounds__(THREADS) persistentAhead(const uint8_t *W, lon
 		int p = 0;
 		for (int row = first; row < rows; row += nw, p++) {
 			Held h;
-			loadAt(p < AHEAD ? slots + p * rb : Wi + row * rb, cols, lane, h);
+			loadAt<false>(p < AHEAD ? slots + p * rb : Wi + row * rb, cols, lane, h); // plain: a slot is shared memory
 			float v = dotRow(h, cols, lane, xq, xd);
 			if (lane == 0) y[row] = v / (1 + fabsf(v));
 		}
@@ -341,27 +271,6 @@ __global__ void barriers(unsigned *bar, int n, int ra) {
 			grid_sync_ra(bar, gridDim.x);
 		else
 			grid_sync(bar, gridDim.x);
-}
-
-// timed runs f (work queued on s) reps times after two warm-ups and returns
-// the median ms of one.
-template <class F> static double timed(cudaStream_t s, F f, int reps = 7) {
-	cudaEvent_t a, b;
-	CK(cudaEventCreate(&a));
-	CK(cudaEventCreate(&b));
-	std::vector<double> ms;
-	for (int r = 0; r < reps + 2; r++) {
-		CK(cudaEventRecord(a, s));
-		f();
-		CK(cudaEventRecord(b, s));
-		CK(cudaEventSynchronize(b));
-		float t;
-		CK(cudaEventElapsedTime(&t, a, b));
-		if (r >= 2) ms.push_back(t);
-	}
-	CK(cudaEventDestroy(a));
-	CK(cudaEventDestroy(b));
-	return median(ms);
 }
 
 int main() {
@@ -429,16 +338,7 @@ int main() {
 		int copies = (int)std::max(2LL, (3LL * p.l2CacheSize + wb - 1) / wb);
 		uint8_t *W;
 		CK(cudaMalloc(&W, wb * copies));
-		std::vector<uint8_t> hw(wb * copies);
-		unsigned st = 12345;
-		for (auto &c : hw) st = st * 1103515245 + 12345, c = (uint8_t)(st >> 16);
-		// Scales: small positive f16 values.
-		for (int c = 0; c < copies; c++)
-			for (int r = 0; r < rows; r++) {
-				__half *sc = (__half *)(hw.data() + c * wb + r * rowBytes(cols) + cols / 2);
-				for (int b = 0; b < cols / 32; b++) sc[b] = __float2half(0.01f + 0.001f * ((r + b + c) % 7));
-			}
-		CK(cudaMemcpy(W, hw.data(), hw.size(), cudaMemcpyHostToDevice));
+		fillWeights(W, rows, cols, copies);
 		int len = std::max(rows, cols);
 		float *b0, *b1;
 		CK(cudaMalloc(&b0, len * 4));

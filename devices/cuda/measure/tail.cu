@@ -1,0 +1,327 @@
+// tail measures whether a decode step's attention costs less run at the tail
+// of the launch of q, k and v than as a launch of its own. After the
+// thirtieth session a TinyLlama decode step spends about 4.5 µs a layer on
+// its attention launch (16% of the step, bench/RESULTS.md), at depths under
+// 128 a chain of trips more than bytes. The attention of one KV head needs
+// only that head's rows of q, k and v, not the whole launch: so the block
+// that finishes a KV head's last rows (a count a KV head, as flash-decoding's
+// parts are counted) could run that head's attention while the rest of the
+// launch finishes, saving the attention's launch and the wait for the
+// launch's slowest block.
+//
+// Each phase is TinyLlama's q, k, v mat-vec (matvec.cuh's 2560×2048 4-bit
+// rows, sixteen rows a block of 512 threads, 160 blocks) writing q (f32) and
+// k, v (f16, into a cache at the step's position), then the attention of 32
+// query heads of 64 over 4 KV heads and the span's keys, shaped as the
+// device's attention_g: four warps take two query heads of one KV head, a
+// warp 32 keys at a time, lane l key l, an online softmax over rounds of 32,
+// the warps merged through shared memory. Phase i+1's x is phase i's
+// attention output. The same phases run
+//   - two launches:  the mat-vec, then the attention (16 blocks of 128
+//                    threads), captured in a CUDA graph;
+//   - tail:          one launch; each block adds its rows to its KV head's
+//                    count (after a fence) and the block that completes it
+//                    runs that head's attention with its sixteen warps (four
+//                    units of four warps) and zeroes the count;
+//   - spread:        one launch; the last four blocks to count a KV head's
+//                    rows each run one unit of its attention (four warps),
+//                    the three before the last waiting for the count, so
+//                    that the attention runs on as many multiprocessors
+//                    as its own launch's 16 blocks;
+//   - mat-vec alone: the first launch only (what the attention adds to it).
+// All ways must end with the same attention output bit for bit (checked):
+// the attention's arithmetic is one function, in the same order.
+// ptxas's registers for the tail kernel against the mat-vec alone's say
+// what the attention's code costs the launch's warps.
+//
+// It is not part of the Go build. Run it on the GPU:
+//
+//	nvcc -O3 -arch=sm_90 -Xptxas -v -o tail tail.cu && ./tail
+//
+// Times are medians of repeated runs after a warm-up, by CUDA events.
+#include <cmath>
+#include <cstring>
+
+#include "matvec.cuh"
+
+constexpr int HD = 64;                     // head size
+constexpr int KVH = 4, QH = 32;            // KV heads, query heads
+constexpr int GQ = QH / KVH;               // query heads a KV head
+constexpr int QR = QH * HD, KR = KVH * HD; // q rows, k (and v) rows
+constexpr int ROWS = QR + 2 * KR, COLS = 2048;
+constexpr int AW = 4;                      // warps of an attention unit (attention_g's ATG_WARPS)
+constexpr int AU = THREADS / 32 / AW;      // units in a tail block: four, a KV head's eight query heads
+constexpr int PER = ROWS / KVH;            // rows a KV head counts: 640
+constexpr int MAXSPAN = 1024;
+
+// kvOf is the KV head of mat-vec row r.
+__host__ __device__ inline int kvOf(int r) { return r < QR ? r / (GQ * HD) : r < QR + KR ? (r - QR) / HD : (r - QR - KR) / HD; }
+
+// qkv is the mat-vec part: each block's warps take rows bx·16+w, one each,
+// q's written to q, k's and v's (as f16) to the caches' row pos.
+__device__ __forceinline__ void qkv(const uint8_t *W, const float *x, float *q, __half *kc, __half *vc, int pos) {
+	__shared__ __align__(16) int8_t xq[COLS];
+	__shared__ float xd[COLS / 32];
+	stage(x, COLS, xq, xd);
+	__syncthreads();
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int row = blockIdx.x * (THREADS / 32) + warp;
+	Held h;
+	loadRow(W, row, COLS, lane, h);
+	float v = dotRow(h, COLS, lane, xq, xd);
+	v = v / (1 + fabsf(v));
+	if (lane == 0) {
+		if (row < QR)
+			q[row] = v;
+		else if (row < QR + KR)
+			kc[(long long)pos * KR + row - QR] = __float2half(v);
+		else
+			vc[(long long)pos * KR + row - QR - KR] = __float2half(v);
+	}
+}
+
+// unitSync is a barrier of the first n threads of the block (barrier 1).
+__device__ __forceinline__ void unitSync(int n) { asm volatile("bar.sync 1, %0;" ::"r"(n) : "memory"); }
+
+// attnUnit is the attention of query heads h0 and h0+1 (of one KV head) over
+// keys 0..span-1, by the AW warps of unit u of the block (warp w of it),
+// written to out. The first n threads of the block call it together (every
+// unit running): the merge waits at a barrier of them.
+__device__ __forceinline__ void attnUnit(const float *q, const __half *kc, const __half *vc, float *out, int span, int h0, int u, int w, int n) {
+	__shared__ __align__(16) float qs[AU][2][HD];
+	__shared__ float ps[AU][AW][2][32];
+	__shared__ float sm[AU][AW][2][2 + HD];
+	int lane = threadIdx.x & 31, t = 32 * w + lane; // t: the unit's thread
+	int kh = (h0 / GQ) * HD;
+	if (t < 2 * HD / 4) *(float4 *)(&qs[u][0][0] + 4 * t) = __ldcg((const float4 *)(q + h0 * HD) + t);
+	unitSync(n);
+	const float scale = 0.125f; // 1/sqrt(64)
+	float m[2] = {-INFINITY, -INFINITY}, s[2] = {0, 0};
+	float2 acc[2] = {make_float2(0, 0), make_float2(0, 0)};
+	for (int base = 32 * w; base < span; base += 32 * AW) {
+		int key = base + lane;
+		__half2 vr[32];
+#pragma unroll
+		for (int k = 0; k < 32; k++) vr[k] = base + k < span ? __ldcg((const __half2 *)(vc + (long long)(base + k) * KR + kh) + lane) : __half2();
+		float x[2] = {0, 0};
+		if (key < span) {
+			const uint4 *kr = (const uint4 *)(kc + (long long)key * KR + kh);
+			uint4 kw[HD / 8];
+#pragma unroll
+			for (int c = 0; c < HD / 8; c++) kw[c] = __ldcg(kr + c);
+#pragma unroll
+			for (int c = 0; c < HD / 8; c++) {
+				float2 k0 = __half22float2(*(__half2 *)&kw[c].x), k1 = __half22float2(*(__half2 *)&kw[c].y);
+				float2 k2 = __half22float2(*(__half2 *)&kw[c].z), k3 = __half22float2(*(__half2 *)&kw[c].w);
+#pragma unroll
+				for (int g = 0; g < 2; g++) {
+					float4 qa = *(const float4 *)(&qs[u][g][8 * c]), qb = *(const float4 *)(&qs[u][g][8 * c + 4]);
+					float d = x[g];
+					d = fmaf(qa.x, k0.x, d), d = fmaf(qa.y, k0.y, d), d = fmaf(qa.z, k1.x, d), d = fmaf(qa.w, k1.y, d);
+					d = fmaf(qb.x, k2.x, d), d = fmaf(qb.y, k2.y, d), d = fmaf(qb.z, k3.x, d), d = fmaf(qb.w, k3.y, d);
+					x[g] = d;
+				}
+			}
+		}
+#pragma unroll
+		for (int g = 0; g < 2; g++) {
+			float xs = key < span ? x[g] * scale : -INFINITY, mx = xs;
+			for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
+			float mn = fmaxf(m[g], mx), corr = expf(m[g] - mn);
+			float p = key < span ? expf(xs - mn) : 0, sum = p;
+			for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
+			s[g] = s[g] * corr + sum, m[g] = mn;
+			acc[g].x *= corr, acc[g].y *= corr;
+			ps[u][w][g][lane] = p;
+		}
+		__syncwarp();
+		int nk = min(32, span - base);
+#pragma unroll
+		for (int k = 0; k < 32; k++) {
+			if (k >= nk) break;
+			float2 v = __half22float2(vr[k]);
+#pragma unroll
+			for (int g = 0; g < 2; g++) {
+				float pk = ps[u][w][g][k];
+				acc[g].x = fmaf(pk, v.x, acc[g].x), acc[g].y = fmaf(pk, v.y, acc[g].y);
+			}
+		}
+		__syncwarp();
+	}
+#pragma unroll
+	for (int g = 0; g < 2; g++) {
+		if (lane == 0) sm[u][w][g][0] = m[g], sm[u][w][g][1] = s[g];
+		sm[u][w][g][2 + 2 * lane] = acc[g].x, sm[u][w][g][3 + 2 * lane] = acc[g].y;
+	}
+	unitSync(n);
+	// Per head: the warps merged, in warp order (a warp with no keys has sum 0).
+	for (int e = t; e < 2 * HD; e += 32 * AW) {
+		int g = e / HD, d = e % HD;
+		float M = -INFINITY;
+		for (int i = 0; i < AW; i++) M = fmaxf(M, sm[u][i][g][0]);
+		float S = 0, v = 0;
+		for (int i = 0; i < AW; i++) {
+			float f = sm[u][i][g][1] > 0 ? expf(sm[u][i][g][0] - M) : 0;
+			S += sm[u][i][g][1] * f, v += sm[u][i][g][2 + d] * f;
+		}
+		out[(h0 + g) * HD + d] = v / S;
+	}
+}
+
+__global__ void __launch_bounds__(THREADS) mvOnly(const uint8_t *W, const float *x, float *q, __half *kc, __half *vc, int pos) { qkv(W, x, q, kc, vc, pos); }
+
+// attn: a block of AW warps a unit: blocks KVH · GQ/2.
+__global__ void __launch_bounds__(32 * AW) attn(const float *q, const __half *kc, const __half *vc, float *out, int span) {
+	attnUnit(q, kc, vc, out, span, 2 * blockIdx.x, 0, threadIdx.x >> 5, 32 * AW);
+}
+
+// tail: the mat-vec, then the attention of the KV head whose count this
+// block completes, if any.
+__global__ void __launch_bounds__(THREADS, 2) tail(const uint8_t *W, const float *x, float *q, __half *kc, __half *vc, float *out, int pos, unsigned *cnt) {
+	__shared__ int run;
+	qkv(W, x, q, kc, vc, pos);
+	__threadfence(); // the block's rows seen by the GPU before its count
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		int g = kvOf(blockIdx.x * (THREADS / 32)); // a block's sixteen rows share a KV head
+		run = atomicAdd(cnt + g, THREADS / 32) == PER - THREADS / 32 ? g : -1;
+	}
+	__syncthreads();
+	if (run < 0) return;
+	__threadfence(); // and the other blocks' rows seen from here on
+	int warp = threadIdx.x >> 5;
+	attnUnit(q, kc, vc, out, pos + 1, run * GQ + 2 * (warp / AW), warp / AW, warp % AW, THREADS);
+	if (threadIdx.x == 0) cnt[run] = 0; // for the next launch
+}
+
+// tailSpread: the mat-vec, then, in each of the last AU blocks to count a KV
+// head's rows, one unit of that head's attention (its first AW warps; the
+// others return), as many blocks as attn's. The counts grow over a graph's
+// launches (zeroed at its start): a launch's rows are all counted at want,
+// and a block that is not the last waits for it.
+__global__ void __launch_bounds__(THREADS, 2) tailSpread(const uint8_t *W, const float *x, float *q, __half *kc, __half *vc, float *out, int pos,
+                                                         unsigned *cnt, unsigned want) {
+	__shared__ int unit;
+	qkv(W, x, q, kc, vc, pos);
+	__threadfence(); // the block's rows seen by the GPU before its count
+	__syncthreads();
+	int g = kvOf(blockIdx.x * (THREADS / 32));
+	if (threadIdx.x == 0) {
+		unsigned old = atomicAdd(cnt + g, THREADS / 32);
+		int k = (int)(want - THREADS / 32 - old) / (THREADS / 32); // 0: the last block
+		unit = k < AU ? k : -1;
+		if (unit > 0) {
+			unsigned c;
+			do
+				asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(c) : "l"(cnt + g) : "memory");
+			while (c < want);
+		}
+	}
+	__syncthreads();
+	int warp = threadIdx.x >> 5;
+	if (unit < 0 || warp >= AW) return;
+	__threadfence(); // the other blocks' rows seen from here on
+	attnUnit(q, kc, vc, out, pos + 1, g * GQ + 2 * unit, 0, warp, 32 * AW);
+}
+
+int main() {
+	cudaDeviceProp p;
+	CK(cudaGetDeviceProperties(&p, 0));
+	cudaFuncAttributes fa, fm, ft;
+	CK(cudaFuncGetAttributes(&fm, mvOnly));
+	CK(cudaFuncGetAttributes(&ft, tail));
+	cudaFuncAttributes fs;
+	CK(cudaFuncGetAttributes(&fs, tailSpread));
+	CK(cudaFuncGetAttributes(&fa, attn));
+	int perM = 0, perT = 0;
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perM, mvOnly, THREADS, 0));
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perT, tail, THREADS, 0));
+	printf("%s, %d multiprocessors; registers (spilled bytes): mat-vec %d (%d blocks a multiprocessor), tail %d (%d, %zu), spread %d (%zu), attention %d\n",
+	       p.name, p.multiProcessorCount, fm.numRegs, perM, ft.numRegs, perT, ft.localSizeBytes, fs.numRegs, fs.localSizeBytes, fa.numRegs);
+	const int N = 64, blocks = ROWS / (THREADS / 32);
+	long long wb = rowBytes(COLS) * ROWS;
+	int copies = (int)std::max(2LL, (3LL * p.l2CacheSize + wb - 1) / wb);
+	uint8_t *W;
+	CK(cudaMalloc(&W, wb * copies));
+	fillWeights(W, ROWS, COLS, copies);
+	float *x0, *q, *o0, *o1;
+	__half *kc, *vc;
+	unsigned *cnt;
+	CK(cudaMalloc(&x0, COLS * 4));
+	CK(cudaMalloc(&q, QR * 4));
+	CK(cudaMalloc(&o0, QR * 4));
+	CK(cudaMalloc(&o1, QR * 4));
+	CK(cudaMalloc(&kc, (size_t)MAXSPAN * KR * 2));
+	CK(cudaMalloc(&vc, (size_t)MAXSPAN * KR * 2));
+	CK(cudaMalloc(&cnt, KVH * 4));
+	CK(cudaMemset(cnt, 0, KVH * 4));
+	std::vector<float> hx(COLS);
+	for (int i = 0; i < COLS; i++) hx[i] = (float)((i * 37) % 101 - 50) / 50.0f;
+	std::vector<__half> hk((size_t)MAXSPAN * KR), hv((size_t)MAXSPAN * KR);
+	unsigned st = 777;
+	for (size_t i = 0; i < hk.size(); i++) {
+		st = st * 1103515245 + 12345, hk[i] = __float2half((float)((st >> 16) % 2001) / 1000.0f - 1);
+		st = st * 1103515245 + 12345, hv[i] = __float2half((float)((st >> 16) % 2001) / 1000.0f - 1);
+	}
+	CK(cudaMemcpy(kc, hk.data(), hk.size() * 2, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(vc, hv.data(), hv.size() * 2, cudaMemcpyHostToDevice));
+	cudaStream_t s;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	// Phase i reads x (i = 0: x0; then the last phase's output, o0 and o1
+	// alternating) and writes the other.
+	auto in = [&](int i) { return i == 0 ? x0 : i % 2 ? o0 : o1; };
+	auto outp = [&](int i) { return i % 2 ? o1 : o0; };
+	printf("%-8s %12s %12s %12s %12s   %s\n", "span", "mat-vec us", "two us", "tail us", "spread us", "same out");
+	for (int span : {16, 64, 128, 512}) {
+		int pos = span - 1;
+		auto capture = [&](int way, cudaGraphExec_t &ge) {
+			cudaGraph_t g;
+			CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+			for (int i = 0; i < N; i++) {
+				const uint8_t *Wi = W + (i % copies) * wb;
+				if (way == 0) {
+					mvOnly<<<blocks, THREADS, 0, s>>>(Wi, x0, q, kc, vc, pos);
+				} else if (way == 1) {
+					mvOnly<<<blocks, THREADS, 0, s>>>(Wi, in(i), q, kc, vc, pos);
+					attn<<<QH / 2, 32 * AW, 0, s>>>(q, kc, vc, outp(i), span);
+				} else if (way == 2) {
+					if (i == 0) CK(cudaMemsetAsync(cnt, 0, KVH * 4, s));
+					tail<<<blocks, THREADS, 0, s>>>(Wi, in(i), q, kc, vc, outp(i), pos, cnt);
+				} else {
+					if (i == 0) CK(cudaMemsetAsync(cnt, 0, KVH * 4, s));
+					tailSpread<<<blocks, THREADS, 0, s>>>(Wi, in(i), q, kc, vc, outp(i), pos, cnt, (unsigned)(PER * (i + 1)));
+				}
+			}
+			CK(cudaStreamEndCapture(s, &g));
+			CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
+			CK(cudaGraphDestroy(g));
+		};
+		cudaGraphExec_t g0, g1, g2, g3;
+		capture(0, g0);
+		capture(1, g1);
+		capture(2, g2);
+		capture(3, g3);
+		auto run = [&](cudaGraphExec_t g, std::vector<float> *res) {
+			CK(cudaMemcpyAsync(x0, hx.data(), COLS * 4, cudaMemcpyHostToDevice, s));
+			CK(cudaGraphLaunch(g, s));
+			if (res) {
+				CK(cudaMemcpyAsync(res->data(), outp(N - 1), QR * 4, cudaMemcpyDeviceToHost, s));
+				CK(cudaStreamSynchronize(s));
+			}
+		};
+		double t0 = timed(s, [&] { CK(cudaGraphLaunch(g0, s)); });
+		double t1 = timed(s, [&] { CK(cudaGraphLaunch(g1, s)); });
+		double t2 = timed(s, [&] { CK(cudaGraphLaunch(g2, s)); });
+		double t3 = timed(s, [&] { CK(cudaGraphLaunch(g3, s)); });
+		std::vector<float> r1(QR), r2(QR), r3(QR);
+		run(g1, &r1);
+		run(g2, &r2);
+		run(g3, &r3);
+		bool finite = true;
+		for (float v : r1) finite = finite && std::isfinite(v) && v != 0;
+		bool same = memcmp(r1.data(), r2.data(), QR * 4) == 0 && memcmp(r1.data(), r3.data(), QR * 4) == 0 && finite;
+		printf("%-8d %12.2f %12.2f %12.2f %12.2f   %s\n", span, t0 * 1e3 / N, t1 * 1e3 / N, t2 * 1e3 / N, t3 * 1e3 / N, same ? "yes" : "NO");
+		for (auto g : {g0, g1, g2, g3}) CK(cudaGraphExecDestroy(g));
+	}
+	return 0;
+}
