@@ -23,8 +23,8 @@ static double median(std::vector<double> v) {
 	return v[v.size() / 2];
 }
 
-// timed runs f (work queued on s) reps times after two warm-ups and returns
-// the median ms of one.
+// timed runs f (work queued on s; 0: the default stream) reps times after
+// two warm-ups and returns the median ms of one.
 template <class F> static double timed(cudaStream_t s, F f, int reps = 7) {
 	cudaEvent_t a, b;
 	CK(cudaEventCreate(&a));
@@ -39,6 +39,7 @@ template <class F> static double timed(cudaStream_t s, F f, int reps = 7) {
 		CK(cudaEventElapsedTime(&t, a, b));
 		if (r >= 2) ms.push_back(t);
 	}
+	CK(cudaGetLastError());
 	CK(cudaEventDestroy(a));
 	CK(cudaEventDestroy(b));
 	return median(ms);

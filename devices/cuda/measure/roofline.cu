@@ -111,27 +111,6 @@ __global__ void fmaPeak(float *out, int iters, float a, float b) {
 	if (s == 12345.678f) out[0] = s;
 }
 
-// eventTime runs f reps times after warm-ups and returns the median ms of one.
-template <typename F> static double eventTime(F f, int reps) {
-	cudaEvent_t a, b;
-	CK(cudaEventCreate(&a));
-	CK(cudaEventCreate(&b));
-	for (int i = 0; i < 3; i++) f();
-	CK(cudaDeviceSynchronize());
-	std::vector<double> ms;
-	for (int i = 0; i < reps; i++) {
-		CK(cudaEventRecord(a));
-		f();
-		CK(cudaEventRecord(b));
-		CK(cudaEventSynchronize(b));
-		float t;
-		CK(cudaEventElapsedTime(&t, a, b));
-		ms.push_back(t);
-	}
-	CK(cudaGetLastError());
-	return median(ms);
-}
-
 static void fill(float *d, size_t n) {
 	std::vector<float> h(std::min(n, (size_t)1 << 24));
 	for (size_t i = 0; i < h.size(); i++) h[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
@@ -153,7 +132,7 @@ int main() {
 	CK(cudaFree(0));
 
 	// Launch cost: back to back (what a stream of ops pays), and launch + sync.
-	double backToBack = eventTime([] { for (int i = 0; i < 1000; i++) empty<<<1, 32>>>(); }, 20) / 1000;
+	double backToBack = timed(0, [] { for (int i = 0; i < 1000; i++) empty<<<1, 32>>>(); }, 20) / 1000;
 	std::vector<double> ls;
 	for (int i = 0; i < 2000; i++) {
 		double t0 = now();
@@ -172,7 +151,7 @@ int main() {
 		CK(cudaMalloc(&c, n * 4));
 		fill(a, n);
 		fill(b, n);
-		double t = eventTime([&] { for (int i = 0; i < 1000; i++) addVec<<<(n + 255) / 256, 256>>>(a, b, c, n); }, 20) / 1000;
+		double t = timed(0, [&] { for (int i = 0; i < 1000; i++) addVec<<<(n + 255) / 256, 256>>>(a, b, c, n); }, 20) / 1000;
 		printf("add of %d f32, back to back: %.2f us each\n", n, t * 1e3);
 		CK(cudaFree(a));
 		CK(cudaFree(b));
@@ -222,8 +201,8 @@ int main() {
 		CK(cudaMalloc(&out, 1 << 20));
 		fill((float *)a, bytes / 4);
 		int blocks = p.multiProcessorCount * 8;
-		double tr = eventTime([&] { readAll<<<blocks, 512>>>(a, n, out); }, 10);
-		double tc = eventTime([&] { copyAll<<<blocks, 512>>>(a, b, n / 2); }, 10);
+		double tr = timed(0, [&] { readAll<<<blocks, 512>>>(a, n, out); }, 10);
+		double tc = timed(0, [&] { copyAll<<<blocks, 512>>>(a, b, n / 2); }, 10);
 		printf("HBM: read %.0f GB/s, copy %.0f GB/s (read+write bytes)\n", bytes / tr / 1e6, bytes / tc / 1e6);
 		CK(cudaFree(a));
 		CK(cudaFree(b));
@@ -251,9 +230,9 @@ int main() {
 		fill(x, cols);
 		int k = 0;
 		dim3 grid((rows + 7) / 8);
-		double tf = eventTime([&] { gemvF32<<<grid, 256>>>(f[k++ % copies], x, y, rows, cols); }, 40);
-		double t8 = eventTime([&] { gemvQ<34><<<grid, 256, 8 * w8 / rows>>>(q8[k++ % copies], x, y, rows, cols); }, 40);
-		double t4 = eventTime([&] { gemvQ<18><<<grid, 256, 8 * w4 / rows>>>(q4[k++ % copies], x, y, rows, cols); }, 40);
+		double tf = timed(0, [&] { gemvF32<<<grid, 256>>>(f[k++ % copies], x, y, rows, cols); }, 40);
+		double t8 = timed(0, [&] { gemvQ<34><<<grid, 256, 8 * w8 / rows>>>(q8[k++ % copies], x, y, rows, cols); }, 40);
+		double t4 = timed(0, [&] { gemvQ<18><<<grid, 256, 8 * w4 / rows>>>(q4[k++ % copies], x, y, rows, cols); }, 40);
 		printf("mat-vec %dx%d: f32 %.1f us, %.0f GB/s of weights; Q8_0 %.1f us, %.0f GB/s; Q4_0 %.1f us, %.0f GB/s\n", rows,
 		       cols, tf * 1e3, wf / tf / 1e6, t8 * 1e3, w8 / t8 / 1e6, t4 * 1e3, w4 / t4 / 1e6);
 		for (int i = 0; i < copies; i++) {
@@ -270,7 +249,7 @@ int main() {
 		float *out;
 		CK(cudaMalloc(&out, 4));
 		int iters = 1 << 14, blocks = p.multiProcessorCount * 16, threads = 256;
-		double t = eventTime([&] { fmaPeak<<<blocks, threads>>>(out, iters, 0.999f, 0.001f); }, 10);
+		double t = timed(0, [&] { fmaPeak<<<blocks, threads>>>(out, iters, 0.999f, 0.001f); }, 10);
 		double flops = 2.0 * 8 * iters * (double)blocks * threads;
 		printf("f32 FMA: %.1f TFLOPS\n", flops / t / 1e9);
 		CK(cudaFree(out));
