@@ -139,26 +139,29 @@ func loadKernels() (*kernels, error) {
 	if err != nil {
 		return nil, err
 	}
-	om, err := load(opsPTX)
-	if err != nil {
-		return nil, err
-	}
-	am, err := load(attentionPTX)
-	if err != nil {
-		return nil, err
-	}
-	fptx := fusedPTX
-	if f := os.Getenv("HYBRID_CUDA_FUSED_PTX"); f != "" {
-		// A kernel variant's PTX for an A/B run with one binary
-		// (bench/cuda/*-ab.sh): the decode kernels built with other
-		// macros, as the embedded module is built.
+	// variant is a module's PTX: the embedded one, or for an A/B run with
+	// one binary (bench/cuda/*-ab.sh) the file env names, the same kernels
+	// built with other macros.
+	variant := func(env, embedded string) (module, error) {
+		f := os.Getenv(env)
+		if f == "" {
+			return load(embedded)
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("HYBRID_CUDA_FUSED_PTX: %w", err)
+			return module{}, fmt.Errorf("%s: %w", env, err)
 		}
-		fptx = string(b)
+		return load(string(b))
 	}
-	fm, err := load(fptx)
+	om, err := variant("HYBRID_CUDA_OPS_PTX", opsPTX)
+	if err != nil {
+		return nil, err
+	}
+	am, err := variant("HYBRID_CUDA_ATTENTION_PTX", attentionPTX)
+	if err != nil {
+		return nil, err
+	}
+	fm, err := variant("HYBRID_CUDA_FUSED_PTX", fusedPTX)
 	if err != nil {
 		return nil, err
 	}
