@@ -195,27 +195,58 @@ __device__ __forceinline__ uint32_t bit4(uint32_t n) { return ((n & 15) * 0x0020
 __device__ __forceinline__ float fmd(float a, float b, float c) { return __fmul_rn(__fmul_rn(a, b), c); }
 
 // MV_EVICT: the weight loads of the decode and batched mat-vecs (D8's part
-// and fin) are streaming loads (ld.global.cs, __ldcs: their lines are the
-// first L1 and L2 evict). A decode step reads its weights once, ten times
-// L2 (TinyLlama Q4_0: 606 MiB through 60 MiB), and with plain loads they
-// pushed out what every step reads again: the norm weights (read after the
-// input's sum), the KV cache, the residual row. So each launch began with a
-// trip to DRAM where L2 now serves it. Measured on an H200 (thirtieth
-// session; tg128 tok/s, two rounds alternated, plain → streaming): TinyLlama
-// Q4_0 1590 → 1664, Q4_K_M 1477 → 1541, Q8_0 1214 → 1329, Llama-7B Q4_K_M
-// 528.8 → 536.2.
+// and fin) are evict-first in L2 (an L2::evict_first access policy,
+// createpolicy, on ld.global.L2::cache_hint; L1 as for a plain load). A
+// decode step reads its weights once, ten times L2 (TinyLlama Q4_0: 606 MiB
+// through 60 MiB), and with plain loads they pushed out what every step
+// reads again: the norm weights (read after the input's sum), the KV cache,
+// the residual row. So each launch began with a trip to DRAM where L2 now
+// serves it. Measured on an H200, tg128 tok/s, two rounds alternated: plain
+// → streaming loads (ld.global.cs, evict-first in L1 and L2; thirtieth
+// session) TinyLlama Q4_0 1590 → 1664, Q4_K_M 1477 → 1541, Q8_0 1214 → 1329,
+// Llama-7B Q4_K_M 528.8 → 536.2; streaming → this policy (thirty-first)
+// 1660 → 1662, 1536 → 1541, 1325 → 1326, 534.6 → 540.0, where asking L2 for
+// 256-byte runs (ld.global.cs.L2::256B) gave 1655, 1531, 1318, 521.6 and
+// 128-byte runs 1658, 1541, 1326, 535.2.
 #ifndef MV_EVICT
 #define MV_EVICT 1
 #endif
 // streams(T): the types whose loads stream, those measured. Not Q5_K (its
-// MV_ROPE kernels went from 62 to 102 registers) nor the smaller types.
+// MV_ROPE kernels went from 62 to 102 registers with ld.global.cs) nor the
+// smaller types.
 __host__ __device__ constexpr bool streams(int T) { return MV_EVICT && (T == T_Q4_0 || T == T_Q8_0 || T == T_Q4_K || T == T_Q6_K); }
-template <int T> __device__ __forceinline__ uint4 wld4(const void *a) { return streams(T) ? __ldcs((const uint4 *)a) : *(const uint4 *)a; }
-template <int T> __device__ __forceinline__ uint2 wld2(const void *a) { return streams(T) ? __ldcs((const uint2 *)a) : *(const uint2 *)a; }
-template <int T> __device__ __forceinline__ uint32_t wu32(const uint8_t *a) { return streams(T) ? __ldcs((const unsigned *)a) : u32(a); }
-template <int T> __device__ __forceinline__ uint32_t wu16(const uint8_t *a) { return streams(T) ? __ldcs((const unsigned short *)a) : u16(a); }
+// l2ef is the L2::evict_first policy for the whole of an access.
+__device__ __forceinline__ uint64_t l2ef() {
+	uint64_t p;
+	asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+	return p;
+}
+__device__ __forceinline__ uint4 sld4(const void *a) {
+	uint4 v;
+	asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(a), "l"(l2ef()));
+	return v;
+}
+__device__ __forceinline__ uint2 sld2(const void *a) {
+	uint2 v;
+	asm("ld.global.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(v.x), "=r"(v.y) : "l"(a), "l"(l2ef()));
+	return v;
+}
+__device__ __forceinline__ uint32_t sld32(const void *a) {
+	uint32_t v;
+	asm("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(a), "l"(l2ef()));
+	return v;
+}
+__device__ __forceinline__ uint32_t sld16(const void *a) {
+	unsigned short v;
+	asm("ld.global.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(a), "l"(l2ef()));
+	return v;
+}
+template <int T> __device__ __forceinline__ uint4 wld4(const void *a) { return streams(T) ? sld4(a) : *(const uint4 *)a; }
+template <int T> __device__ __forceinline__ uint2 wld2(const void *a) { return streams(T) ? sld2(a) : *(const uint2 *)a; }
+template <int T> __device__ __forceinline__ uint32_t wu32(const uint8_t *a) { return streams(T) ? sld32(a) : u32(a); }
+template <int T> __device__ __forceinline__ uint32_t wu16(const uint8_t *a) { return streams(T) ? sld16(a) : u16(a); }
 template <int T> __device__ __forceinline__ float wf16(const uint8_t *a) { return __half2float(__ushort_as_half((uint16_t)wu16<T>(a))); }
-// wf16x2 is the two f16 at a (4-byte aligned) from one load: a streaming
+// wf16x2 is the two f16 at a (4-byte aligned) from one load: a cache-hinted
 // load is not merged with its neighbour as a plain one is.
 template <int T> __device__ __forceinline__ float2 wf16x2(const uint8_t *a) {
 	uint32_t v = wu32<T>(a);
