@@ -34,6 +34,14 @@
 //                 time was spent: compiled for sm_90, not yet run), and
 //                 the same with a barrier of release and acquire at GPU
 //                 scope in place of full fences (grid_sync_ra);
+//   - pre 1/mp:   graph pre at one block a multiprocessor (each warp more
+//                 rows), the grid the PDL columns take;
+//   - pdl 1/mp, pdl pre 1/mp: the same launches as programmatic dependent
+//                 launches (onePDL, captured with programmatic stream
+//                 serialization), without and with the first row loaded
+//                 before the wait for the launch before;
+//   - pipe 1/mp, pdl pipe 1/mp: pipelined at one block a multiprocessor,
+//                 as a plain and as a programmatic dependent launch;
 // and, to size the parts, a graph of N empty launches and a kernel of N
 // barriers alone. Every way must end with the same y bit for bit (checked),
 // which also checks the barrier.
@@ -147,15 +155,41 @@ __global__ void __launch_bounds__(THREADS) onePre(const uint8_t *W, const float 
 	phase(W, x, y, rows, cols, blockIdx.x, gridDim.x, h, held);
 }
 
-// onePipe is one with each warp's next row loaded into registers before it
-// takes the dot product of the row it holds (two rows' registers).
-__global__ void __launch_bounds__(THREADS) onePipe(const uint8_t *W, const float *x, float *y, int rows, int cols) {
+// onePDL is one launched as a programmatic dependent launch (griddepcontrol,
+// sm_90): every block at once lets the launch after it start
+// (launch_dependents), so that its blocks take whatever room the
+// multiprocessors have left while this one runs; with PRE each warp then
+// loads its first row into registers; then it waits (griddepcontrol.wait)
+// for the launch before to finish and its writes to be visible, and stages
+// x. The nineteenth session's PDL in the decode let the next kernel in with
+// every multiprocessor's registers taken by two blocks of the one before,
+// and asked L2, not registers, for the first rows: no faster. Here the
+// blocks hold fewer registers, so that the next launch's blocks fit beside
+// them, and the first row's DRAM trip overlaps the launch before.
+template <bool PRE>
+__global__ void __launch_bounds__(THREADS) onePDL(const uint8_t *W, const float *x, float *y, int rows, int cols) {
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+	Held h;
+	int first = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	bool held = PRE && first < rows;
+	if (held) loadRow(W, first, cols, threadIdx.x & 31, h);
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	phase(W, x, y, rows, cols, blockIdx.x, gridDim.x, h, held);
+}
+
+// pipe is the pipelined phase: each warp's next row loaded into registers
+// before it takes the dot product of the row it holds (two rows'
+// registers). With PDL the launch is a programmatic dependent one (as
+// onePDL): the first row is loaded before the wait for the launch before.
+template <bool PDL> __device__ __forceinline__ void pipe(const uint8_t *W, const float *x, float *y, int rows, int cols) {
 	__shared__ __align__(16) int8_t xq[MAXC];
 	__shared__ float xd[MAXC / 32];
+	if (PDL) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = gridDim.x * (blockDim.x >> 5);
 	int row = blockIdx.x * (blockDim.x >> 5) + warp;
 	Held a, b;
 	if (row < rows) loadRow(W, row, cols, lane, a);
+	if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
 	stage(x, cols, xq, xd);
 	__syncthreads();
 	// Two rows a trip, so that each register set is named, not indexed.
@@ -169,6 +203,12 @@ __global__ void __launch_bounds__(THREADS) onePipe(const uint8_t *W, const float
 		if (lane == 0) y[row + nw] = v / (1 + fabsf(v));
 	}
 }
+
+// onePipe is one pipelined (pipe).
+__global__ void __launch_bounds__(THREADS) onePipe(const uint8_t *W, const float *x, float *y, int rows, int cols) { pipe<false>(W, x, y, rows, cols); }
+
+// onePDLPipe is onePipe as a programmatic dependent launch.
+__global__ void __launch_bounds__(THREADS) onePDLPipe(const uint8_t *W, const float *x, float *y, int rows, int cols) { pipe<true>(W, x, y, rows, cols); }
 
 // oneSkip stages nothing (wrong products, timing only): what the staging
 // costs a launch.
@@ -329,8 +369,8 @@ int main() {
 		int rows, cols;
 	} shapes[] = {{"4096x4096 (7B's o, as 4.5 bits a weight)", 4096, 4096}, {"2048x2048 (TinyLlama's o)", 2048, 2048},
 	              {"2560x2048 (TinyLlama's q,k,v)", 2560, 2048}, {"11008x4096 (7B's gate or up)", 11008, 4096}};
-	printf("%-44s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s   %s\n", "shape (phase i+1's x is phase i's y)", "bytes us", "graph us", "graph pre",
-	       "pipelined", "no stage", "persist us", "prefetch us", "smem ahead", "+acq/rel", "+one count", "same y");
+	printf("%-44s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s   %s\n", "shape (phase i+1's x is phase i's y)", "bytes us", "graph us",
+	       "graph pre", "pipelined", "no stage", "pre 1/mp", "pdl 1/mp", "pdl pre 1/mp", "pipe 1/mp", "pdl pipe 1/mp", "persist us", "prefetch us", "smem ahead", "+acq/rel", "+one count", "same y");
 	for (auto sh : shapes) {
 		int rows = sh.rows, cols = sh.cols;
 		if (rows != cols && rows < cols) continue;
@@ -354,19 +394,45 @@ int main() {
 		// The decode's grid (mvBlocks in fuse_cuda.go): at most one wave,
 		// every warp as many rows as the busiest.
 		int need = (rows + THREADS / 32 - 1) / (THREADS / 32), rounds = (need + grid - 1) / grid, blocks = (need + rounds - 1) / rounds;
-		auto capture = [&](void (*k)(const uint8_t *, const float *, float *, int, int), cudaGraph_t &g, cudaGraphExec_t &ge) {
+		// blocks1: the same at one block a multiprocessor, which leaves
+		// each room for a block of the launch after (the PDL columns).
+		int sms = p.multiProcessorCount, rounds1 = (need + sms - 1) / sms, blocks1 = (need + rounds1 - 1) / rounds1;
+		auto capture = [&](void (*k)(const uint8_t *, const float *, float *, int, int), cudaGraph_t &g, cudaGraphExec_t &ge, int nb) {
 			CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
 			for (int i = 0; i < N; i++)
-				k<<<blocks, THREADS, 0, s>>>(W + (i % copies) * wb, i % 2 ? b1 : b0, i % 2 ? b0 : b1, rows, cols);
+				k<<<nb, THREADS, 0, s>>>(W + (i % copies) * wb, i % 2 ? b1 : b0, i % 2 ? b0 : b1, rows, cols);
 			CK(cudaStreamEndCapture(s, &g));
 			CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
 		};
-		cudaGraph_t g, g2, g3, g4;
-		cudaGraphExec_t ge, ge2, ge3, ge4;
-		capture(onePipe, g4, ge4);
-		capture(one, g, ge);
-		capture(onePre, g2, ge2);
-		capture(oneSkip, g3, ge3);
+		// The same launches as programmatic dependent launches.
+		auto capturePDL = [&](void (*k)(const uint8_t *, const float *, float *, int, int), cudaGraph_t &g, cudaGraphExec_t &ge) {
+			CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+			for (int i = 0; i < N; i++) {
+				cudaLaunchConfig_t cfg = {};
+				cfg.gridDim = dim3(blocks1), cfg.blockDim = dim3(THREADS), cfg.stream = s;
+				cudaLaunchAttribute at[1];
+				at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+				at[0].val.programmaticStreamSerializationAllowed = 1;
+				cfg.attrs = at, cfg.numAttrs = 1;
+				const uint8_t *Wi = W + (i % copies) * wb;
+				const float *xi = i % 2 ? b1 : b0;
+				float *yi = i % 2 ? b0 : b1;
+				CK(cudaLaunchKernelEx(&cfg, k, Wi, xi, yi, rows, cols));
+			}
+			CK(cudaStreamEndCapture(s, &g));
+			CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
+		};
+		cudaGraph_t g, g2, g3, g4, g5, g6, g7, g8, g9;
+		cudaGraphExec_t ge, ge2, ge3, ge4, ge5, ge6, ge7, ge8, ge9;
+		capturePDL(onePDL<false>, g5, ge5);
+		capturePDL(onePDL<true>, g6, ge6);
+		capturePDL(onePDLPipe, g9, ge9);
+		capture(onePipe, g8, ge8, blocks1);
+		capture(onePipe, g4, ge4, blocks);
+		capture(one, g, ge, blocks);
+		capture(onePre, g2, ge2, blocks);
+		capture(oneSkip, g3, ge3, blocks);
+		capture(onePre, g7, ge7, blocks1);
 		std::vector<float> yg(len), yp(len), yf(len), y2(len);
 		auto result = [&](std::vector<float> &y) {
 			CK(cudaMemcpyAsync(y.data(), N % 2 ? b1 : b0, len * 4, cudaMemcpyDeviceToHost, s));
@@ -389,6 +455,34 @@ int main() {
 		reset();
 		CK(cudaGraphLaunch(ge4, s));
 		result(y4);
+		reset();
+		double t7 = timed(s, [&] { CK(cudaGraphLaunch(ge7, s)); });
+		std::vector<float> y7(len);
+		reset();
+		CK(cudaGraphLaunch(ge7, s));
+		result(y7);
+		reset();
+		double t8 = timed(s, [&] { CK(cudaGraphLaunch(ge8, s)); });
+		std::vector<float> y8(len), y9(len);
+		reset();
+		CK(cudaGraphLaunch(ge8, s));
+		result(y8);
+		reset();
+		double t9 = timed(s, [&] { CK(cudaGraphLaunch(ge9, s)); });
+		reset();
+		CK(cudaGraphLaunch(ge9, s));
+		result(y9);
+		reset();
+		double t5 = timed(s, [&] { CK(cudaGraphLaunch(ge5, s)); });
+		std::vector<float> y5(len), y6(len);
+		reset();
+		CK(cudaGraphLaunch(ge5, s));
+		result(y5);
+		reset();
+		double t6 = timed(s, [&] { CK(cudaGraphLaunch(ge6, s)); });
+		reset();
+		CK(cudaGraphLaunch(ge6, s));
+		result(y6);
 		auto runP = [&](int pre) {
 			void *a[] = {&W, &wb, &copies, &b0, &b1, &rows, &cols, &n, &bar, &pre};
 			CK(cudaLaunchCooperativeKernel((void *)persistent, blocks, THREADS, a, 0, s));
@@ -432,12 +526,15 @@ int main() {
 		}
 		bool same = memcmp(yg.data(), yp.data(), rows * 4) == 0 && memcmp(yg.data(), yf.data(), rows * 4) == 0 &&
 		            memcmp(yg.data(), y2.data(), rows * 4) == 0 && memcmp(yg.data(), y4.data(), rows * 4) == 0 && memcmp(yg.data(), ya.data(), rows * 4) == 0 &&
-		            memcmp(yg.data(), yar.data(), rows * 4) == 0 && memcmp(yg.data(), yam.data(), rows * 4) == 0;
-		printf("%-44s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f   %s (%d blocks)\n", sh.name, wb / copyRate * 1e6,
-		       tg * 1e3 / N, t2 * 1e3 / N, t4 * 1e3 / N, t3 * 1e3 / N, tp * 1e3 / N, tf * 1e3 / N, ta * 1e3 / N, tar * 1e3 / N, tam * 1e3 / N,
-		       same ? "yes" : "NO", blocks);
-		for (auto e : {ge, ge2, ge3, ge4}) CK(cudaGraphExecDestroy(e));
-		for (auto e : {g, g2, g3, g4}) CK(cudaGraphDestroy(e));
+		            memcmp(yg.data(), yar.data(), rows * 4) == 0 && memcmp(yg.data(), yam.data(), rows * 4) == 0 &&
+		            memcmp(yg.data(), y5.data(), rows * 4) == 0 && memcmp(yg.data(), y6.data(), rows * 4) == 0 && memcmp(yg.data(), y7.data(), rows * 4) == 0 &&
+		            memcmp(yg.data(), y8.data(), rows * 4) == 0 && memcmp(yg.data(), y9.data(), rows * 4) == 0;
+		printf("%-44s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f   %s (%d blocks; "
+		       "one a multiprocessor: %d)\n",
+		       sh.name, wb / copyRate * 1e6, tg * 1e3 / N, t2 * 1e3 / N, t4 * 1e3 / N, t3 * 1e3 / N, t7 * 1e3 / N, t5 * 1e3 / N, t6 * 1e3 / N,
+		       t8 * 1e3 / N, t9 * 1e3 / N, tp * 1e3 / N, tf * 1e3 / N, ta * 1e3 / N, tar * 1e3 / N, tam * 1e3 / N, same ? "yes" : "NO", blocks, blocks1);
+		for (auto e : {ge, ge2, ge3, ge4, ge5, ge6, ge7, ge8, ge9}) CK(cudaGraphExecDestroy(e));
+		for (auto e : {g, g2, g3, g4, g5, g6, g7, g8, g9}) CK(cudaGraphDestroy(e));
 		CK(cudaFree(W));
 		CK(cudaFree(b0));
 		CK(cudaFree(b1));
