@@ -2,8 +2,9 @@
 // GPU against the other way to order a step's dependent phases: one resident
 // (persistent) kernel whose blocks meet at a grid-wide barrier between
 // phases. Issue 15's decode is held by a fixed cost of about 2.7 µs a launch
-// besides its bytes (bench/RESULTS.md); programmatic dependent launch did not
-// lower it. Whether a persistent decode kernel would is what this says.
+// besides its bytes (bench/RESULTS.md); programmatic dependent launch, as the
+// decode tried it, did not lower it. Whether a persistent decode kernel would,
+// or PDL with room beside each launch, is what this says.
 //
 // Each phase is a mat-vec shaped like the decode's: y = W·x for a weight of
 // 4-bit quants in blocks of 32 with an f16 scale a block (Q4_0's 18 bytes,
