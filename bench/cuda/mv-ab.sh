@@ -20,7 +20,7 @@
 # twenty-seventh session's run is in logs/issue15-2026-11-29-s27.txt). -DMV_STAGE_SKIP=1
 # is a timing-only build (its exactness line fails: it stages no input)
 # that says what a launch's input staging costs. -DMV_EVICT=0 gives the
-# weights plain loads again in place of the streaming ones (kernels/q8.cuh;
+# weights plain loads again in place of the evict-first ones (kernels/q8.cuh;
 # the thirtieth session's A/B loaded 7106415's PTX instead, which also read
 # each scale pair as two 16-bit loads).
 #

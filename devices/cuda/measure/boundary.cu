@@ -335,6 +335,26 @@ __global__ void barriers(unsigned *bar, int n, int ra) {
 			grid_sync(bar, gridDim.x);
 }
 
+// PhaseKernel is a kernel of one phase: y = W·x.
+typedef void (*PhaseKernel)(const uint8_t *, const float *, float *, int, int);
+
+// GraphWay is a column whose N phases are N launches in a CUDA graph: of
+// kernel k, on the decode's grid or at one block a multiprocessor (onePerMP),
+// as programmatic dependent launches (pdl) or not; check: its y must equal
+// the first way's (not oneSkip's, which stages nothing).
+struct GraphWay {
+	const char *name;
+	PhaseKernel k;
+	bool onePerMP, pdl, check;
+};
+static const GraphWay graphWays[] = {
+    {"graph us", one, false, false, true},           {"graph pre", onePre, false, false, true},
+    {"pipelined", onePipe, false, false, true},      {"no stage", oneSkip, false, false, false},
+    {"pre 1/mp", onePre, true, false, true},         {"pdl 1/mp", onePDL<false>, true, true, true},
+    {"pdl pre 1/mp", onePDL<true>, true, true, true}, {"pdl touch", onePDLTouch, true, true, true},
+    {"pipe 1/mp", onePipe, true, false, true},       {"pdl pipe 1/mp", onePDLPipe, true, true, true},
+};
+
 int main() {
 	cudaDeviceProp p;
 	CK(cudaGetDeviceProperties(&p, 0));
@@ -391,8 +411,9 @@ int main() {
 		int rows, cols;
 	} shapes[] = {{"4096x4096 (7B's o, as 4.5 bits a weight)", 4096, 4096}, {"2048x2048 (TinyLlama's o)", 2048, 2048},
 	              {"2560x2048 (TinyLlama's q,k,v)", 2560, 2048}, {"11008x4096 (7B's gate or up)", 11008, 4096}};
-	printf("%-44s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s   %s\n", "shape (phase i+1's x is phase i's y)", "bytes us", "graph us",
-	       "graph pre", "pipelined", "no stage", "pre 1/mp", "pdl 1/mp", "pdl pre 1/mp", "pdl touch", "pipe 1/mp", "pdl pipe 1/mp", "persist us", "prefetch us", "smem ahead", "+acq/rel", "+one count", "same y");
+	printf("%-44s %10s", "shape (phase i+1's x is phase i's y)", "bytes us");
+	for (auto &w : graphWays) printf(" %10s", w.name);
+	printf(" %10s %10s %10s %10s %10s   %s\n", "persist us", "prefetch us", "smem ahead", "+acq/rel", "+one count", "same y");
 	for (auto sh : shapes) {
 		int rows = sh.rows, cols = sh.cols;
 		if (rows != cols && rows < cols) continue;
@@ -419,62 +440,47 @@ int main() {
 		// blocks1: the same at one block a multiprocessor, which leaves
 		// each room for a block of the launch after (the PDL columns).
 		int sms = p.multiProcessorCount, rounds1 = (need + sms - 1) / sms, blocks1 = (need + rounds1 - 1) / rounds1;
-		auto capture = [&](void (*k)(const uint8_t *, const float *, float *, int, int), cudaGraph_t &g, cudaGraphExec_t &ge, int nb) {
-			CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-			for (int i = 0; i < N; i++)
-				k<<<nb, THREADS, 0, s>>>(W + (i % copies) * wb, i % 2 ? b1 : b0, i % 2 ? b0 : b1, rows, cols);
-			CK(cudaStreamEndCapture(s, &g));
-			CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
-		};
-		// The same launches as programmatic dependent launches.
-		auto capturePDL = [&](void (*k)(const uint8_t *, const float *, float *, int, int), cudaGraph_t &g, cudaGraphExec_t &ge) {
-			CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-			for (int i = 0; i < N; i++) {
-				cudaLaunchConfig_t cfg = {};
-				cfg.gridDim = dim3(blocks1), cfg.blockDim = dim3(THREADS), cfg.stream = s;
-				cudaLaunchAttribute at[1];
-				at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-				at[0].val.programmaticStreamSerializationAllowed = 1;
-				cfg.attrs = at, cfg.numAttrs = 1;
-				const uint8_t *Wi = W + (i % copies) * wb;
-				const float *xi = i % 2 ? b1 : b0;
-				float *yi = i % 2 ? b0 : b1;
-				CK(cudaLaunchKernelEx(&cfg, k, Wi, xi, yi, rows, cols));
-			}
-			CK(cudaStreamEndCapture(s, &g));
-			CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
-		};
-		cudaGraph_t g, g2, g3, g4, g5, g6, g7, g8, g9;
-		cudaGraphExec_t ge, ge2, ge3, ge4, ge5, ge6, ge7, ge8, ge9;
-		capturePDL(onePDL<false>, g5, ge5);
-		capturePDL(onePDL<true>, g6, ge6);
-		capturePDL(onePDLPipe, g9, ge9);
-		cudaGraph_t g10;
-		cudaGraphExec_t ge10;
-		capturePDL(onePDLTouch, g10, ge10);
-		capture(onePipe, g8, ge8, blocks1);
-		capture(onePipe, g4, ge4, blocks);
-		capture(one, g, ge, blocks);
-		capture(onePre, g2, ge2, blocks);
-		capture(oneSkip, g3, ge3, blocks);
-		capture(onePre, g7, ge7, blocks1);
-		std::vector<float> yg(len), yp(len), yf(len), y2(len);
+		std::vector<float> yg(len), yp(len), yf(len);
 		auto result = [&](std::vector<float> &y) {
 			CK(cudaMemcpyAsync(y.data(), N % 2 ? b1 : b0, len * 4, cudaMemcpyDeviceToHost, s));
 			CK(cudaStreamSynchronize(s));
 		};
-		// timeGraph times graph e's N phases and leaves one run's result in y.
-		auto timeGraph = [&](cudaGraphExec_t e, std::vector<float> &y) {
+		// Each graph way: its N launches captured (cudaLaunchKernelEx, with
+		// programmatic stream serialization for pdl), timed, and one run's
+		// result compared with the first way's.
+		std::vector<double> tw;
+		bool same = true;
+		for (auto &w : graphWays) {
+			cudaGraph_t g;
+			cudaGraphExec_t ge;
+			CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+			for (int i = 0; i < N; i++) {
+				cudaLaunchConfig_t cfg = {};
+				cfg.gridDim = dim3(w.onePerMP ? blocks1 : blocks), cfg.blockDim = dim3(THREADS), cfg.stream = s;
+				cudaLaunchAttribute at[1];
+				at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+				at[0].val.programmaticStreamSerializationAllowed = 1;
+				cfg.attrs = at, cfg.numAttrs = w.pdl ? 1 : 0;
+				const uint8_t *Wi = W + (i % copies) * wb;
+				const float *xi = i % 2 ? b1 : b0;
+				float *yi = i % 2 ? b0 : b1;
+				CK(cudaLaunchKernelEx(&cfg, w.k, Wi, xi, yi, rows, cols));
+			}
+			CK(cudaStreamEndCapture(s, &g));
+			CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
 			reset();
-			double t = timed(s, [&] { CK(cudaGraphLaunch(e, s)); });
+			tw.push_back(timed(s, [&] { CK(cudaGraphLaunch(ge, s)); }));
 			reset();
-			CK(cudaGraphLaunch(e, s));
+			CK(cudaGraphLaunch(ge, s));
+			std::vector<float> y(len);
 			result(y);
-			return t;
-		};
-		std::vector<float> y3(len), y4(len), y5(len), y6(len), y7(len), y8(len), y9(len), y10(len); // y3, oneSkip's, is not compared: it stages nothing
-		double tg = timeGraph(ge, yg), t2 = timeGraph(ge2, y2), t3 = timeGraph(ge3, y3), t4 = timeGraph(ge4, y4), t7 = timeGraph(ge7, y7);
-		double t8 = timeGraph(ge8, y8), t9 = timeGraph(ge9, y9), t5 = timeGraph(ge5, y5), t6 = timeGraph(ge6, y6), t10 = timeGraph(ge10, y10);
+			if (&w == graphWays)
+				yg = y;
+			else if (w.check)
+				same = same && memcmp(yg.data(), y.data(), rows * 4) == 0;
+			CK(cudaGraphExecDestroy(ge));
+			CK(cudaGraphDestroy(g));
+		}
 		auto runP = [&](int pre) {
 			void *a[] = {&W, &wb, &copies, &b0, &b1, &rows, &cols, &n, &bar, &pre};
 			CK(cudaLaunchCooperativeKernel((void *)persistent, blocks, THREADS, a, 0, s));
@@ -516,18 +522,12 @@ int main() {
 		} else {
 			ya = yar = yam = yg;
 		}
-		bool same = memcmp(yg.data(), yp.data(), rows * 4) == 0 && memcmp(yg.data(), yf.data(), rows * 4) == 0 &&
-		            memcmp(yg.data(), y2.data(), rows * 4) == 0 && memcmp(yg.data(), y4.data(), rows * 4) == 0 && memcmp(yg.data(), ya.data(), rows * 4) == 0 &&
-		            memcmp(yg.data(), yar.data(), rows * 4) == 0 && memcmp(yg.data(), yam.data(), rows * 4) == 0 &&
-		            memcmp(yg.data(), y5.data(), rows * 4) == 0 && memcmp(yg.data(), y6.data(), rows * 4) == 0 && memcmp(yg.data(), y7.data(), rows * 4) == 0 &&
-		            memcmp(yg.data(), y8.data(), rows * 4) == 0 && memcmp(yg.data(), y9.data(), rows * 4) == 0 &&
-		            memcmp(yg.data(), y10.data(), rows * 4) == 0;
-		printf("%-44s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f   %s (%d blocks; "
-		       "one a multiprocessor: %d)\n",
-		       sh.name, wb / copyRate * 1e6, tg * 1e3 / N, t2 * 1e3 / N, t4 * 1e3 / N, t3 * 1e3 / N, t7 * 1e3 / N, t5 * 1e3 / N, t6 * 1e3 / N,
-		       t10 * 1e3 / N, t8 * 1e3 / N, t9 * 1e3 / N, tp * 1e3 / N, tf * 1e3 / N, ta * 1e3 / N, tar * 1e3 / N, tam * 1e3 / N, same ? "yes" : "NO", blocks, blocks1);
-		for (auto e : {ge, ge2, ge3, ge4, ge5, ge6, ge7, ge8, ge9, ge10}) CK(cudaGraphExecDestroy(e));
-		for (auto e : {g, g2, g3, g4, g5, g6, g7, g8, g9, g10}) CK(cudaGraphDestroy(e));
+		same = same && memcmp(yg.data(), yp.data(), rows * 4) == 0 && memcmp(yg.data(), yf.data(), rows * 4) == 0 &&
+		       memcmp(yg.data(), ya.data(), rows * 4) == 0 && memcmp(yg.data(), yar.data(), rows * 4) == 0 && memcmp(yg.data(), yam.data(), rows * 4) == 0;
+		printf("%-44s %10.2f", sh.name, wb / copyRate * 1e6);
+		for (double t : tw) printf(" %10.2f", t * 1e3 / N);
+		printf(" %10.2f %10.2f %10.2f %10.2f %10.2f   %s (%d blocks; one a multiprocessor: %d)\n", tp * 1e3 / N, tf * 1e3 / N, ta * 1e3 / N, tar * 1e3 / N,
+		       tam * 1e3 / N, same ? "yes" : "NO", blocks, blocks1);
 		CK(cudaFree(W));
 		CK(cudaFree(b0));
 		CK(cudaFree(b1));

@@ -4,7 +4,8 @@
 // first quantizing x (f32, read from L2) to 8 bits in shared memory, then
 // each warp taking rows with 16-byte loads and dp4a. With MV_CS 1 (the
 // default) the weights are read by streaming loads (ld.global.cs), as the
-// decode's are since the thirtieth session, so that they do not push a
+// decode's were in the thirtieth session (since the thirty-first its loads
+// are evict-first in L2 only, kernels/q8.cuh), so that they do not push a
 // step's other data out of L2; boundary.cu keeps plain loads (MV_CS 0), as
 // its tables were measured.
 #pragma once
