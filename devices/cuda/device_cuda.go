@@ -274,7 +274,11 @@ func New(ordinal int) (*Device, error) {
 		if d.sms, err = multiprocessors(dev); err != nil {
 			return err
 		}
-		if d.k, err = loadKernels(); err != nil {
+		major, err := computeMajor(dev)
+		if err != nil {
+			return err
+		}
+		if d.k, err = loadKernels(major); err != nil {
 			return err
 		}
 		d.blas, d.blasWhy = d.openBlas()

@@ -127,6 +127,13 @@ func multiprocessors(dev C.CUdevice) (int, error) {
 	return int(n), err
 }
 
+// computeMajor returns a GPU's compute capability's major number (9: Hopper).
+func computeMajor(dev C.CUdevice) (int, error) {
+	var n C.int
+	err := cuErr("cuDeviceGetAttribute", C.cuDeviceGetAttribute(&n, C.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+	return int(n), err
+}
+
 // gpuHandle is a GPU as the driver names it.
 type gpuHandle = C.CUdevice
 

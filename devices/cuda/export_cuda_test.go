@@ -7,6 +7,22 @@ import "strconv"
 // SetFuse turns decode-step fusion on or off for d (tests compare both).
 func SetFuse(d *Device, on bool) { d.do(func() error { d.noFuse = !on; return nil }) }
 
+// UsePlainModules reloads d's kernels as a GPU before Hopper has them: the
+// compute_80 fused and attention modules, launched plainly, not as
+// programmatic dependent launches. It reports whether d had the compute_90
+// ones. Call it before anything runs on d.
+func UsePlainModules(d *Device) (bool, error) {
+	var had bool
+	err := d.do(func() error {
+		had = d.k.pdl
+		d.k.unload()
+		var err error
+		d.k, err = loadKernels(8)
+		return err
+	})
+	return had, err
+}
+
 // Fused returns how many fused units and single ops d has launched.
 func Fused(d *Device) (fused, alone int) {
 	d.do(func() error { fused, alone = d.stats.fused, d.stats.alone; return nil })

@@ -633,6 +633,7 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	if err != nil {
 		return err
 	}
+	k.pdl = d.k.pdl
 	return launchShared(k, blocks, 1, 32*warps, shmem, a)
 }
 

@@ -21,8 +21,10 @@ import (
 	"hybrid/runtime"
 )
 
-// TestFusedDecodeIsExact runs whole models on two GPU devices, one launching
-// every op alone and one fusing decode steps (fuse_cuda.go), in lockstep on
+// TestFusedDecodeIsExact runs whole models on GPU devices, one launching
+// every op alone, on the compute_80 modules launched plainly, and others
+// fusing decode steps (fuse_cuda.go), on Hopper as programmatic dependent
+// launches of the compute_90 modules (kernels_cuda.go), in lockstep on
 // the same tokens, and checks that every step's logits are identical bit for
 // bit, that fusion happened, and that the GPU's logits stay close to the CPU
 // device's (same greedy token, or a near tie). The synthetic stories15m files
@@ -36,7 +38,15 @@ func TestFusedDecodeIsExact(t *testing.T) {
 			// fuses on sixteen (where its types have mvw_<type>), and wide2
 			// too, with mvw2_<type> wherever its type has one (the others
 			// only where a launch's rows fill two blocks a multiprocessor).
+			// plain also runs the compute_80 modules launched plainly,
+			// where the others on Hopper run the compute_90 ones, whose
+			// decode mat-vecs are programmatic dependent launches.
 			plain, fused, wide, wide2 := openGPU(t), openGPU(t), openGPU(t), openGPU(t)
+			if pdl, err := cuda.UsePlainModules(plain); err != nil {
+				t.Fatal(err)
+			} else if typ == "Q4_0" {
+				t.Logf("fused decode as programmatic dependent launches: %v", pdl)
+			}
 			cuda.SetFuse(plain, false)
 			cuda.SetMVWarps(plain, 8)
 			cuda.SetMVWarps(fused, 8)

@@ -19,6 +19,13 @@ import (
 //go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/attention.ptx kernels/attention.cu
 //go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/fused.ptx kernels/fused.cu
 //go:generate nvcc -ptx -arch=compute_80 -O3 -o kernels/mmq.ptx kernels/mmq.cu
+//
+// The fused decode mat-vecs and the decode attention are also built for
+// compute_90 (Hopper and later), where they are programmatic dependent
+// launches (griddepcontrol; pdl in launch_cuda.go):
+//
+//go:generate nvcc -ptx -arch=compute_90 -O3 -o kernels/fused90.ptx kernels/fused.cu
+//go:generate nvcc -ptx -arch=compute_90 -O3 -o kernels/attention90.ptx kernels/attention.cu
 
 var (
 	//go:embed kernels/matmul.ptx
@@ -31,7 +38,15 @@ var (
 	fusedPTX string
 	//go:embed kernels/mmq.ptx
 	mmqPTX string
+	//go:embed kernels/fused90.ptx
+	fused90PTX string
+	//go:embed kernels/attention90.ptx
+	attention90PTX string
 )
+
+// noPDL is HYBRID_CUDA_PDL=0: the compute_80 modules and plain launches on
+// Hopper too, to measure the two.
+var noPDL = os.Getenv("HYBRID_CUDA_PDL") == "0"
 
 // mmqTypes are the weight types with an 8-bit tensor-core prefill mat-mul
 // (MQ_TYPES in kernels/mmq.cu); the others run mmt on f16. Not Q4_0, Q8_0
@@ -99,11 +114,16 @@ type kernels struct {
 	mmtSum     kernel                      // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
 	toF16      kernel                      // a prefill mat-mul's activations rounded to f16 (kernels/matmul.cu)
 	mmqQuant   kernel                      // a prefill mat-mul's activations quantized to 8 bits (kernels/mmq.cu)
+	// pdl: the fused and attention modules are the compute_90 builds, whose
+	// decode mat-vecs launchMV launches as programmatic dependent launches.
+	pdl bool
 }
 
-// loadKernels loads the embedded modules into the current context.
-func loadKernels() (*kernels, error) {
-	k := &kernels{byType: map[quant.Type]*typed{}, mvRope: map[[2]quant.Type][2]kernel{}}
+// loadKernels loads the embedded modules into the current context, for a
+// GPU of compute capability major.minor: the compute_90 builds of the fused
+// and attention modules from Hopper on, unless noPDL.
+func loadKernels(major int) (*kernels, error) {
+	k := &kernels{byType: map[quant.Type]*typed{}, mvRope: map[[2]quant.Type][2]kernel{}, pdl: major >= 9 && !noPDL}
 	load := func(ptx string) (module, error) {
 		m, err := loadModule(ptx)
 		if err != nil {
@@ -157,11 +177,15 @@ func loadKernels() (*kernels, error) {
 	if err != nil {
 		return nil, err
 	}
-	am, err := variant("HYBRID_CUDA_ATTENTION_PTX", attentionPTX)
+	attn, fused := attentionPTX, fusedPTX
+	if k.pdl {
+		attn, fused = attention90PTX, fused90PTX
+	}
+	am, err := variant("HYBRID_CUDA_ATTENTION_PTX", attn)
 	if err != nil {
 		return nil, err
 	}
-	fm, err := variant("HYBRID_CUDA_FUSED_PTX", fusedPTX)
+	fm, err := variant("HYBRID_CUDA_FUSED_PTX", fused)
 	if err != nil {
 		return nil, err
 	}

@@ -9,13 +9,27 @@ package cuda
 /*
 #cgo LDFLAGS: -lcuda
 #include <cuda.h>
+#include <string.h>
 
 // hy_launch launches f on stream s with shmem bytes of dynamic shared
 // memory and n parameters whose values sit in 8-byte slots of args (an int or
-// float parameter reads the low bytes).
-static CUresult hy_launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, void *args, int n, CUstream s) {
+// float parameter reads the low bytes); with pdl as a programmatic dependent
+// launch (it may start once the launch before lets it, and waits for that
+// launch in griddepcontrol.wait).
+static CUresult hy_launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, void *args, int n, CUstream s, int pdl) {
 	void *p[32];
 	for (int i = 0; i < n && i < 32; i++) p[i] = (char *)args + 8 * i;
+	if (pdl) {
+		CUlaunchAttribute at;
+		memset(&at, 0, sizeof at);
+		at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+		at.value.programmaticStreamSerializationAllowed = 1;
+		CUlaunchConfig c;
+		memset(&c, 0, sizeof c);
+		c.gridDimX = gx, c.gridDimY = gy, c.gridDimZ = 1, c.blockDimX = bx, c.blockDimY = 1, c.blockDimZ = 1;
+		c.sharedMemBytes = shmem, c.hStream = s, c.attrs = &at, c.numAttrs = 1;
+		return cuLaunchKernelEx(&c, f, p, 0);
+	}
 	return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, shmem, s, p, 0);
 }
 
@@ -85,7 +99,8 @@ import (
 type kernel struct {
 	name    string
 	fn      C.CUfunction
-	threads int // a block's threads where the kernel sets them (wideMV), else 0
+	threads int  // a block's threads where the kernel sets them (wideMV), else 0
+	pdl     bool // launched as a programmatic dependent launch (launchMV, where kernels.pdl)
 }
 
 // maxArgs is the most parameters a kernel takes (hy_launch's array).
@@ -238,7 +253,7 @@ func launch(k kernel, gx, gy, bx int, a *args) error { return launchShared(k, gx
 
 // launchShared is launch with shmem bytes of dynamic shared memory per block.
 func launchShared(k kernel, gx, gy, bx, shmem int, a *args) error {
-	if r := C.hy_launch(k.fn, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), unsafe.Pointer(&a.slot[0]), C.int(a.n), a.s.s); r != 0 {
+	if r := C.hy_launch(k.fn, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), unsafe.Pointer(&a.slot[0]), C.int(a.n), a.s.s, C.int(b2i(k.pdl))); r != 0 {
 		return fmt.Errorf("launch %s (%d×%d blocks of %d): %s", k.name, gx, gy, bx, C.GoString(C.hy_err(r)))
 	}
 	return nil

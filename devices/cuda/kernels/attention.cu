@@ -182,6 +182,13 @@ __device__ __forceinline__ void attng(const float *q, const __half *kc, const __
 	__shared__ float fz[GM][ATG_PARTS];
 	__shared__ float tots[GM];
 	__shared__ int last;
+#if __CUDA_ARCH__ >= 900
+	// Built for compute_90 (attention90.ptx): the launch after, the o
+	// projection's mat-vec (a programmatic dependent launch, launchMV), may
+	// start now and wait for this one (Llama-7B's tg128 on an H200 550.6
+	// without this, 555.7 with it; TinyLlama Q4_0 1685 / 1679).
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 	int G = heads / kvHeads, groups = (G + GM - 1) / GM;
 	int kvh = blockIdx.x / groups, h0 = kvh * G + (blockIdx.x % groups) * GM, gn = min(GM, kvh * G + G - h0);
 	int i = blockIdx.y / S, z = blockIdx.y % S, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
