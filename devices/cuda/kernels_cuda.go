@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+	"strings"
 
 	"hybrid/quant"
 )
@@ -162,30 +163,40 @@ func loadKernels(major int) (*kernels, error) {
 	// variant is a module's PTX: the embedded one, or for an A/B run with
 	// one binary (bench/cuda/*-ab.sh) the file env names, the same kernels
 	// built with other macros.
-	variant := func(env, embedded string) (module, error) {
+	variant := func(env, embedded string) (string, error) {
 		f := os.Getenv(env)
 		if f == "" {
-			return load(embedded)
+			return embedded, nil
 		}
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return module{}, fmt.Errorf("%s: %w", env, err)
+			return "", fmt.Errorf("%s: %w", env, err)
 		}
-		return load(string(b))
-	}
-	om, err := variant("HYBRID_CUDA_OPS_PTX", opsPTX)
-	if err != nil {
-		return nil, err
+		return string(b), nil
 	}
 	attn, fused := attentionPTX, fusedPTX
 	if k.pdl {
 		attn, fused = attention90PTX, fused90PTX
 	}
-	am, err := variant("HYBRID_CUDA_ATTENTION_PTX", attn)
+	var texts [3]string
+	for i, v := range []struct{ env, embedded string }{{"HYBRID_CUDA_OPS_PTX", opsPTX}, {"HYBRID_CUDA_ATTENTION_PTX", attn}, {"HYBRID_CUDA_FUSED_PTX", fused}} {
+		if texts[i], err = variant(v.env, v.embedded); err != nil {
+			return nil, err
+		}
+	}
+	// A programmatic dependent launch may start before the launch ahead of
+	// it ends: only mat-vecs that wait for it (a compute_90 build) are
+	// launched so, whatever PTX HYBRID_CUDA_FUSED_PTX names.
+	k.pdl = k.pdl && strings.Contains(texts[2], "griddepcontrol.wait")
+	om, err := load(texts[0])
 	if err != nil {
 		return nil, err
 	}
-	fm, err := variant("HYBRID_CUDA_FUSED_PTX", fused)
+	am, err := load(texts[1])
+	if err != nil {
+		return nil, err
+	}
+	fm, err := load(texts[2])
 	if err != nil {
 		return nil, err
 	}

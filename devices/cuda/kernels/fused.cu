@@ -159,7 +159,9 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // bench; TestDecodeMatVec times the layers' shapes): Llama-7B's decode 229
 // -> 286 tok/s against a block for every eight rows. Asking L2 for the rows
 // ahead (prefetch.global.L2), two rows a warp at once, and letting the next
-// kernel start early (programmatic dependent launch) were each slower; so
+// kernel start early (programmatic dependent launch, then with every
+// multiprocessor's registers taken and the first rows asked of L2; the
+// compute_90 build below does it without those, and gains) were each slower; so
 // was streaming a warp's rows into shared memory with the copy engine
 // (cp.async.bulk, sm_90; branch experiment/tma): on an H200 exact but
 // 1.4-2.4× the instructions (ncu), Q4_K 4096×11008 13.4 → 15.6 µs, Q6_K
@@ -215,13 +217,15 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	// its writes to be visible (griddepcontrol.wait; a plain launch's
 	// returns at once), before it reads anything a launch wrote. Nothing
 	// before the wait reads or writes memory. Measured on an H200 (tg128,
-	// this build with PDL against the compute_80 one launched plainly, two
-	// rounds each, thirty-second session): Llama-7B Q4_K_M 540.3 → 555.7
-	// tok/s, TinyLlama Q4_0 1665 → 1679, Q8_0 1330 → 1359, Q4_K_M 1547 →
-	// 1566. Asking for each warp's first row before the wait (4-byte loads
-	// into L1) gained Q4_0 1% more and lost Q4_K_M 2%; prefetch.global.L1
-	// of it, and PDL for the launches of one block a multiprocessor only,
-	// gained less (bench/RESULTS.md).
+	// HYBRID_CUDA_PDL=0 against this, alternated, thirty-second session):
+	// Llama-7B Q4_K_M 541.1 → 553.4 tok/s, TinyLlama Q4_0 1657 → 1667, Q8_0
+	// 1325 → 1347, Q4_K_M 1540 → 1557. Asking for each warp's first row
+	// before the wait (4-byte loads into L1) gained Q4_0 1% more and lost
+	// Q4_K_M 2%; prefetch.global.L1 of it, and PDL for the launches of one
+	// block a multiprocessor only, gained less (bench/RESULTS.md). Holding
+	// the first row in registers before the wait (devices/cuda/measure/
+	// boundary.cu: TinyLlama's o shape 3.03 → 2.36 µs a phase) would need
+	// each type's loads split from its sums in D8<T>::part.
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
