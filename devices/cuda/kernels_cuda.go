@@ -121,8 +121,8 @@ type kernels struct {
 }
 
 // loadKernels loads the embedded modules into the current context, for a
-// GPU of compute capability major.minor: the compute_90 builds of the fused
-// and attention modules from Hopper on, unless noPDL.
+// GPU whose compute capability's major number is major: the compute_90
+// builds of the fused and attention modules from 9 (Hopper) on, unless noPDL.
 func loadKernels(major int) (*kernels, error) {
 	k := &kernels{byType: map[quant.Type]*typed{}, mvRope: map[[2]quant.Type][2]kernel{}, pdl: major >= 9 && !noPDL}
 	load := func(ptx string) (module, error) {
