@@ -6,6 +6,8 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include "measure.cuh"
+
 constexpr int HD = 64;                     // head size
 constexpr int KVH = 4, QH = 32;            // KV heads, query heads
 constexpr int GQ = QH / KVH;               // query heads a KV head
@@ -105,3 +107,18 @@ __device__ __forceinline__ void attnUnit(const float *q, const __half *kc, const
 	}
 }
 
+
+// newKV allocates a KV cache of MAXSPAN positions (keys kc, values vc, f16)
+// and fills it with the same pseudo-random values in [-1, 1] every run.
+static void newKV(__half **kc, __half **vc) {
+	CK(cudaMalloc(kc, (size_t)MAXSPAN * KR * 2));
+	CK(cudaMalloc(vc, (size_t)MAXSPAN * KR * 2));
+	std::vector<__half> hk((size_t)MAXSPAN * KR), hv((size_t)MAXSPAN * KR);
+	unsigned st = 777;
+	for (size_t i = 0; i < hk.size(); i++) {
+		st = st * 1103515245 + 12345, hk[i] = __float2half((float)((st >> 16) % 2001) / 1000.0f - 1);
+		st = st * 1103515245 + 12345, hv[i] = __float2half((float)((st >> 16) % 2001) / 1000.0f - 1);
+	}
+	CK(cudaMemcpy(*kc, hk.data(), hk.size() * 2, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(*vc, hv.data(), hv.size() * 2, cudaMemcpyHostToDevice));
+}

@@ -27,11 +27,13 @@ constexpr int MAXT = 4;      // the most 16-byte quant loads a lane holds for on
 // j in its low nibble, j+16 in its high), then cols/32 f16 scales.
 __host__ __device__ inline long long rowBytes(int cols) { return cols / 2 + cols / 32 * 2; }
 
-// stage quantizes x (cols f32, read from L2) into the block's xq (int8) and
-// xd (a scale for each 32), each thread a piece of 8, four threads a block.
-__device__ __forceinline__ void stage(const float *x, int cols, int8_t *xq, float *xd) {
+// stage quantizes x (cols f32, read from L2, or with CG false by plain
+// loads: x in shared memory) into the block's xq (int8) and xd (a scale for
+// each 32), each thread a piece of 8, four threads a block.
+template <bool CG = true> __device__ __forceinline__ void stage(const float *x, int cols, int8_t *xq, float *xd) {
+	auto ld = [](const float *p) { return CG ? __ldcg((const float4 *)p) : *(const float4 *)p; };
 	for (int c = threadIdx.x; 8 * c < cols; c += blockDim.x) {
-		float4 a = __ldcg((const float4 *)(x + 8 * c)), b = __ldcg((const float4 *)(x + 8 * c + 4));
+		float4 a = ld(x + 8 * c), b = ld(x + 8 * c + 4);
 		float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}, m = 0;
 #pragma unroll
 		for (int k = 0; k < 8; k++) m = fmaxf(m, fabsf(v[k]));

@@ -44,3 +44,21 @@ template <class F> static double timed(cudaStream_t s, F f, int reps = 7) {
 	CK(cudaEventDestroy(b));
 	return median(ms);
 }
+
+// Chain is the activations of a chain of phases of n floats each: phase i
+// reads in(i) (x0 for i = 0, which reset fills with the same values every
+// run; then the phase before's output) and writes out(i), o0 and o1 in turn.
+struct Chain {
+	int n;
+	float *x0, *o0, *o1;
+	std::vector<float> hx;
+	explicit Chain(int n_) : n(n_), hx(n_) {
+		CK(cudaMalloc(&x0, n * 4));
+		CK(cudaMalloc(&o0, n * 4));
+		CK(cudaMalloc(&o1, n * 4));
+		for (int i = 0; i < n; i++) hx[i] = (float)((i * 37) % 101 - 50) / 50.0f;
+	}
+	float *in(int i) const { return i == 0 ? x0 : i % 2 ? o0 : o1; }
+	float *out(int i) const { return i % 2 ? o1 : o0; }
+	void reset(cudaStream_t s) const { CK(cudaMemcpyAsync(x0, hx.data(), n * 4, cudaMemcpyHostToDevice, s)); }
+};

@@ -44,27 +44,6 @@
 constexpr int COLS = QR, ROWS = QR; // the o projection: 2048×2048
 constexpr int BLOCKS = ROWS / (THREADS / 32);
 
-// stageShared is matvec.cuh's stage from an input in shared memory.
-__device__ __forceinline__ void stageShared(const float *x, int cols, int8_t *xq, float *xd) {
-	for (int c = threadIdx.x; 8 * c < cols; c += blockDim.x) {
-		float4 a = *(const float4 *)(x + 8 * c), b = *(const float4 *)(x + 8 * c + 4);
-		float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}, m = 0;
-#pragma unroll
-		for (int k = 0; k < 8; k++) m = fmaxf(m, fabsf(v[k]));
-		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
-		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-		float d = m / 127, id = d > 0 ? 1 / d : 0;
-		unsigned lo = 0, hi = 0;
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			lo |= (unsigned)(uint8_t)(int8_t)__float2int_rn(v[k] * id) << (8 * k);
-			hi |= (unsigned)(uint8_t)(int8_t)__float2int_rn(v[k + 4] * id) << (8 * k);
-		}
-		*(uint2 *)(xq + 8 * c) = make_uint2(lo, hi);
-		if ((c & 3) == 0) xd[c / 4] = d;
-	}
-}
-
 // rows takes each warp's row of the o projection from the staged input: h
 // already loaded where held.
 __device__ __forceinline__ void rows(const uint8_t *W, float *y, const int8_t *xq, const float *xd, Held &h, bool held) {
@@ -111,7 +90,7 @@ __global__ void __launch_bounds__(THREADS, 1) inside(const uint8_t *W, const flo
 		}
 	}
 	__syncthreads();
-	stageShared(a, COLS, xq, xd);
+	stage<false>(a, COLS, xq, xd);
 	__syncthreads();
 	rows(W, y, xq, xd, h, PRE);
 }
@@ -134,30 +113,14 @@ int main() {
 	uint8_t *W;
 	CK(cudaMalloc(&W, wb * copies));
 	fillWeights(W, ROWS, COLS, copies);
-	float *x0, *a, *o0, *o1;
+	Chain ch(QR);
+	float *a;
 	__half *kc, *vc;
-	CK(cudaMalloc(&x0, QR * 4));
 	CK(cudaMalloc(&a, QR * 4));
-	CK(cudaMalloc(&o0, QR * 4));
-	CK(cudaMalloc(&o1, QR * 4));
-	CK(cudaMalloc(&kc, (size_t)MAXSPAN * KR * 2));
-	CK(cudaMalloc(&vc, (size_t)MAXSPAN * KR * 2));
-	std::vector<float> hx(QR);
-	for (int i = 0; i < QR; i++) hx[i] = (float)((i * 37) % 101 - 50) / 50.0f;
-	std::vector<__half> hk((size_t)MAXSPAN * KR), hv((size_t)MAXSPAN * KR);
-	unsigned st = 777;
-	for (size_t i = 0; i < hk.size(); i++) {
-		st = st * 1103515245 + 12345, hk[i] = __float2half((float)((st >> 16) % 2001) / 1000.0f - 1);
-		st = st * 1103515245 + 12345, hv[i] = __float2half((float)((st >> 16) % 2001) / 1000.0f - 1);
-	}
-	CK(cudaMemcpy(kc, hk.data(), hk.size() * 2, cudaMemcpyHostToDevice));
-	CK(cudaMemcpy(vc, hv.data(), hv.size() * 2, cudaMemcpyHostToDevice));
+	newKV(&kc, &vc);
 	cudaStream_t s;
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-	// Phase i's queries: x0 for i = 0, then the phase before's output (o0
-	// and o1 alternating); it writes the other.
-	auto in = [&](int i) { return i == 0 ? x0 : i % 2 ? o0 : o1; };
-	auto outp = [&](int i) { return i % 2 ? o1 : o0; };
+	// Phase i's queries are ch.in(i): the phase before's output.
 	const char *names[] = {"o alone", "two launches", "inside", "inside pre", "one warp pre"};
 	printf("%-6s", "span");
 	for (auto n : names) printf(" %14s", n);
@@ -170,14 +133,14 @@ int main() {
 			for (int i = 0; i < N; i++) {
 				const uint8_t *Wi = W + (i % copies) * wb;
 				switch (way) {
-				case 0: oOnly<<<BLOCKS, THREADS, 0, s>>>(Wi, in(i), outp(i)); break;
+				case 0: oOnly<<<BLOCKS, THREADS, 0, s>>>(Wi, ch.in(i), ch.out(i)); break;
 				case 1:
-					attn<<<QH / 2, 128, 0, s>>>(in(i), kc, vc, a, span);
-					oOnly<<<BLOCKS, THREADS, 0, s>>>(Wi, a, outp(i));
+					attn<<<QH / 2, 128, 0, s>>>(ch.in(i), kc, vc, a, span);
+					oOnly<<<BLOCKS, THREADS, 0, s>>>(Wi, a, ch.out(i));
 					break;
-				case 2: inside<false, false><<<BLOCKS, THREADS, 0, s>>>(Wi, in(i), kc, vc, outp(i), span); break;
-				case 3: inside<false, true><<<BLOCKS, THREADS, 0, s>>>(Wi, in(i), kc, vc, outp(i), span); break;
-				case 4: inside<true, true><<<BLOCKS, THREADS, 0, s>>>(Wi, in(i), kc, vc, outp(i), span); break;
+				case 2: inside<false, false><<<BLOCKS, THREADS, 0, s>>>(Wi, ch.in(i), kc, vc, ch.out(i), span); break;
+				case 3: inside<false, true><<<BLOCKS, THREADS, 0, s>>>(Wi, ch.in(i), kc, vc, ch.out(i), span); break;
+				case 4: inside<true, true><<<BLOCKS, THREADS, 0, s>>>(Wi, ch.in(i), kc, vc, ch.out(i), span); break;
 				}
 			}
 			CK(cudaStreamEndCapture(s, &g));
@@ -185,9 +148,9 @@ int main() {
 			CK(cudaGraphDestroy(g));
 		}
 		auto run = [&](cudaGraphExec_t g, std::vector<float> &res) {
-			CK(cudaMemcpyAsync(x0, hx.data(), QR * 4, cudaMemcpyHostToDevice, s));
+			ch.reset(s);
 			CK(cudaGraphLaunch(g, s));
-			CK(cudaMemcpyAsync(res.data(), outp(N - 1), QR * 4, cudaMemcpyDeviceToHost, s));
+			CK(cudaMemcpyAsync(res.data(), ch.out(N - 1), QR * 4, cudaMemcpyDeviceToHost, s));
 			CK(cudaStreamSynchronize(s));
 		};
 		printf("%-6d", span);

@@ -152,33 +152,16 @@ int main() {
 	uint8_t *W;
 	CK(cudaMalloc(&W, wb * copies));
 	fillWeights(W, ROWS, COLS, copies);
-	float *x0, *q, *o0, *o1;
+	Chain ch(COLS); // COLS == QR: a phase's output is the next one's x
+	float *q;
 	__half *kc, *vc;
 	unsigned *cnt;
-	CK(cudaMalloc(&x0, COLS * 4));
 	CK(cudaMalloc(&q, QR * 4));
-	CK(cudaMalloc(&o0, QR * 4));
-	CK(cudaMalloc(&o1, QR * 4));
-	CK(cudaMalloc(&kc, (size_t)MAXSPAN * KR * 2));
-	CK(cudaMalloc(&vc, (size_t)MAXSPAN * KR * 2));
+	newKV(&kc, &vc);
 	CK(cudaMalloc(&cnt, KVH * 4));
 	CK(cudaMemset(cnt, 0, KVH * 4));
-	std::vector<float> hx(COLS);
-	for (int i = 0; i < COLS; i++) hx[i] = (float)((i * 37) % 101 - 50) / 50.0f;
-	std::vector<__half> hk((size_t)MAXSPAN * KR), hv((size_t)MAXSPAN * KR);
-	unsigned st = 777;
-	for (size_t i = 0; i < hk.size(); i++) {
-		st = st * 1103515245 + 12345, hk[i] = __float2half((float)((st >> 16) % 2001) / 1000.0f - 1);
-		st = st * 1103515245 + 12345, hv[i] = __float2half((float)((st >> 16) % 2001) / 1000.0f - 1);
-	}
-	CK(cudaMemcpy(kc, hk.data(), hk.size() * 2, cudaMemcpyHostToDevice));
-	CK(cudaMemcpy(vc, hv.data(), hv.size() * 2, cudaMemcpyHostToDevice));
 	cudaStream_t s;
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-	// Phase i reads x (i = 0: x0; then the last phase's output, o0 and o1
-	// alternating) and writes the other.
-	auto in = [&](int i) { return i == 0 ? x0 : i % 2 ? o0 : o1; };
-	auto outp = [&](int i) { return i % 2 ? o1 : o0; };
 	printf("%-8s %12s %12s %12s %12s   %s\n", "span", "mat-vec us", "two us", "tail us", "spread us", "same out");
 	for (int span : {16, 64, 128, 512}) {
 		int pos = span - 1;
@@ -188,16 +171,16 @@ int main() {
 			for (int i = 0; i < N; i++) {
 				const uint8_t *Wi = W + (i % copies) * wb;
 				if (way == 0) {
-					mvOnly<<<blocks, THREADS, 0, s>>>(Wi, x0, q, kc, vc, pos);
+					mvOnly<<<blocks, THREADS, 0, s>>>(Wi, ch.x0, q, kc, vc, pos);
 				} else if (way == 1) {
-					mvOnly<<<blocks, THREADS, 0, s>>>(Wi, in(i), q, kc, vc, pos);
-					attn<<<QH / 2, 32 * AW, 0, s>>>(q, kc, vc, outp(i), span);
+					mvOnly<<<blocks, THREADS, 0, s>>>(Wi, ch.in(i), q, kc, vc, pos);
+					attn<<<QH / 2, 32 * AW, 0, s>>>(q, kc, vc, ch.out(i), span);
 				} else if (way == 2) {
 					if (i == 0) CK(cudaMemsetAsync(cnt, 0, KVH * 4, s));
-					tail<<<blocks, THREADS, 0, s>>>(Wi, in(i), q, kc, vc, outp(i), pos, cnt);
+					tail<<<blocks, THREADS, 0, s>>>(Wi, ch.in(i), q, kc, vc, ch.out(i), pos, cnt);
 				} else {
 					if (i == 0) CK(cudaMemsetAsync(cnt, 0, KVH * 4, s));
-					tailSpread<<<blocks, THREADS, 0, s>>>(Wi, in(i), q, kc, vc, outp(i), pos, cnt, (unsigned)(PER * (i + 1)));
+					tailSpread<<<blocks, THREADS, 0, s>>>(Wi, ch.in(i), q, kc, vc, ch.out(i), pos, cnt, (unsigned)(PER * (i + 1)));
 				}
 			}
 			CK(cudaStreamEndCapture(s, &g));
@@ -210,10 +193,10 @@ int main() {
 		capture(2, g2);
 		capture(3, g3);
 		auto run = [&](cudaGraphExec_t g, std::vector<float> *res) {
-			CK(cudaMemcpyAsync(x0, hx.data(), COLS * 4, cudaMemcpyHostToDevice, s));
+			ch.reset(s);
 			CK(cudaGraphLaunch(g, s));
 			if (res) {
-				CK(cudaMemcpyAsync(res->data(), outp(N - 1), QR * 4, cudaMemcpyDeviceToHost, s));
+				CK(cudaMemcpyAsync(res->data(), ch.out(N - 1), QR * 4, cudaMemcpyDeviceToHost, s));
 				CK(cudaStreamSynchronize(s));
 			}
 		};
