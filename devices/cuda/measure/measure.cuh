@@ -1,6 +1,6 @@
 // measure.cuh: what the measuring programs of this folder (roofline.cu,
-// boundary.cu, tail.cu) share: a CUDA call checked, the median of timings,
-// and work on a stream timed by events.
+// boundary.cu, tail.cu, oattn.cu) share: a CUDA call checked, the median of
+// timings, work on a stream timed by events, and a chain of activations.
 #pragma once
 #include <algorithm>
 #include <cstdio>
