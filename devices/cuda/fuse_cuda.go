@@ -626,6 +626,12 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		if k == tk.mvw && tk.mvw2.fn != nil && d.twoBlocks((total+warps-1)/warps) {
 			k = tk.mvw2
 		}
+		// A launch of at most one block a multiprocessor, as programmatic
+		// dependent launches: each warp's first row's loads go out before
+		// it waits for the launch before (mvp_ in kernels/fused.cu).
+		if k == tk.mvw && tk.mvp.fn != nil && d.k.pdl && !noPre && (mode == mvPlain || mode == mvAdd) && (total+warps-1)/warps <= d.sms {
+			k = tk.mvp
+		}
 	}
 	a.i64(int64(rb2))
 	shmem := stageBytes(w0.typ, cols)
@@ -636,6 +642,9 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	k.pdl = d.k.pdl
 	return launchShared(k, blocks, 1, 32*warps, shmem, a)
 }
+
+// noPre is HYBRID_CUDA_PRE=0: no mvp_ launches, to measure them.
+var noPre = os.Getenv("HYBRID_CUDA_PRE") == "0"
 
 // mixedRope are the pairs of q's and k's type and v's type with an MV_ROPE
 // launch (mvr_ and mvrw_ in kernels/fused.cu): v's activation row is

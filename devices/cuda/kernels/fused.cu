@@ -198,7 +198,18 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // launch's rows to its warps block by block, so that a last round fell on
 // every block alike (warp w of block b the grid's w·blocks + b: 515 → 494,
 // 1518 → 1479; ptxas spilled 8 bytes in mvw_q4_k).
-template <int T, int NT, int T2 = T, bool SEQ = false, bool PB = false>
+//
+// PRE (mvp_<type>, Pre<T> of Q4_0 and Q8_0): each warp loads its first row's
+// first MV_PRE trips of weights into registers before it waits for the
+// launch before (or, built for compute_80, before it stages x), for the
+// launches of at most one block a multiprocessor (launchMV), where a block of
+// the launch after fits beside this one's. devices/cuda/measure/boundary.cu
+// on an H200: a 2048×2048 phase 3.03 µs as graph launches, 2.98 as PDL,
+// 2.36 as PDL with the first row held.
+#ifndef MV_PRE
+#define MV_PRE 4
+#endif
+template <int T, int NT, int T2 = T, bool SEQ = false, bool PB = false, bool PRE = false>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
                                    const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,
@@ -227,6 +238,27 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	// boundary.cu: TinyLlama's o shape 3.03 → 2.36 µs a phase) would need
 	// each type's loads split from its sums in D8<T>::part.
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+	typename Pre<T>::Raw pre[PRE ? MV_PRE : 1];
+	const uint8_t *preRow = nullptr;
+	if (PRE && (mode == MV_PLAIN || mode == MV_ADD)) {
+		// The warp's first row (the loop below's first g) and its first
+		// full trips' loads, as row_dotq would issue them.
+		int g = blockIdx.x * (NT / 32) + warp;
+		if (g < total) {
+			preRow = g < r0 ? W0 + g * rb : g < r0 + r1 ? W1 + (g - r0) * rb : W2 + (g - r0 - r1) * rb;
+			const int per = 32 / D8<T>::TPB;
+			int full = cols / (D8<T>::block ? D8<T>::block : 1) / per, k = lane % D8<T>::TPB, first = lane / D8<T>::TPB;
+#pragma unroll
+			for (int it = 0; it < MV_PRE; it++) {
+				if (PRE && it < full) {
+					int b = it * per + first;
+					pre[it] = Pre<T>::load(preRow + blkAt<T>(b), k, b);
+				}
+			}
+		}
+	}
+#if __CUDA_ARCH__ >= 900
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 	if (mode == MV_ROPE) {
@@ -356,7 +388,9 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		float y[2];
 		if (D8<T>::block) {
 			const uint8_t *rs[2] = {W, U};
-			if (mode == MV_SILU && SEQ) {
+			if (PRE && W == preRow) {
+				row_dotq<T, 1, PRE ? MV_PRE : 0>(rs, xq, nb, lane, y, pre);
+			} else if (mode == MV_SILU && SEQ) {
 				row_dotq<T, 1>(rs, xq, nb, lane, y);
 				row_dotq<T, 1>(rs + 1, xq, nb, lane, y + 1);
 			} else if (mode == MV_SILU)
@@ -420,6 +454,13 @@ MVW(T_Q6_K, q6_k, MVW_THREADS_BIG)
 // / 1514 → 1374 / 1507 (llama.cpp was building on the host's other cores).
 #define MVW2(id, name) MV_K(mvw2_##name, (MVW_THREADS_BIG, 2), mode, id, MVW_THREADS_BIG, id, true)
 MVW2(T_Q6_K, q6_k)
+
+// mvp_<type>: mvw_<type> with each warp's first row's first trips loaded
+// before the wait (PRE, above), for MV_PLAIN and MV_ADD launches of at most
+// one block a multiprocessor (launchMV): the products are mvw_'s bit for bit.
+#define MVP(id, name) MV_K(mvp_##name, (MVW_THREADS_SMALL, 1), mode, id, MVW_THREADS_SMALL, id, false, false, true)
+MVP(T_Q4_0, q4_0)
+MVP(T_Q8_0, q8_0)
 
 // mvr_<type>_<type2> and mvrw_<type>_<type2>: MV_ROPE's launch (on eight and
 // on sixteen warps a block) where v's weight is of type2 and q's and k's of

@@ -758,6 +758,74 @@ template <int T> __device__ __forceinline__ long long blkAt(int b) {
 	return T == T_Q4_0 ? grp_at<16>(b) : T == T_Q8_0 ? grp_at<32>(b) : T == T_Q6_K ? q6_grp(b) : (long long)b * D8<T>::bytes;
 }
 
+// Pre<T> is a trip's weight loads of type T apart from its sums, so that a
+// mat-vec can load a warp's first trips into registers before it waits for
+// the launch before it (mvp_ in kernels/fused.cu): Raw holds what load
+// reads of block b for lane k, part and fin are D8<T>'s from it, the same
+// operations in the same order. The default keeps only the block's address
+// (nothing loaded ahead); Q4_0 (one lane a block) and Q8_0 (16-byte pieces)
+// hold their quants and scale.
+template <int T> struct Pre {
+	struct Raw {
+		const uint8_t *blk;
+	};
+	static __device__ __forceinline__ Raw load(const uint8_t *blk, int, int) { return Raw{blk}; }
+	static __device__ __forceinline__ void part(const Raw &r, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) { D8<T>::part(r.blk, k, x, b, dot, off, hw); }
+	static __device__ __forceinline__ float fin(const Raw &r, const XQ &x, int b, int dot, int off, uint32_t hw) { return D8<T>::fin(r.blk, x, b, dot, off, hw); }
+};
+
+template <> struct Pre<T_Q4_0> {
+	static_assert(Q40_TPB == 1, "Pre<T_Q4_0> holds a whole block a lane");
+	struct Raw {
+		uint4 q;
+		uint32_t d;
+	};
+	static __device__ __forceinline__ Raw load(const uint8_t *blk, int, int b) { return Raw{wld4<T_Q4_0>(blk + 16 + 14 * (b & 7)), wu16<T_Q4_0>(blk)}; }
+	static __device__ __forceinline__ void part(const Raw &r, int, const XQ &x, int b, int &dot, int &off, uint32_t &) {
+		int e = 32 * b;
+#if MV_XBASE
+		const int8_t *xp = x.q + xo(e);
+		int4 a = xat4(xp, 0), c = xat4(xp, 16);
+#else
+		int4 a = xint4(x, e), c = xint4(x, e + 16);
+#endif
+		int xl[4] = {a.x, a.y, a.z, a.w}, xh[4] = {c.x, c.y, c.z, c.w};
+		uint32_t qv[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+		dot = 0;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			dot = __dp4a((int)(qv[i] & NIB), xl[i], dot);
+			dot = __dp4a((int)(qv[i] >> 4 & NIB), xh[i], dot);
+		}
+		dot -= 8 * x.sum[b];
+		off = 0;
+	}
+	static __device__ __forceinline__ float fin(const Raw &r, const XQ &x, int b, int dot, int, uint32_t) {
+		return fmd(__half2float(__ushort_as_half((uint16_t)r.d)), x.d[b], (float)dot);
+	}
+};
+
+template <> struct Pre<T_Q8_0> {
+	static_assert(Q80_TPB == 2, "Pre<T_Q8_0> holds 16 quants a lane");
+	struct Raw {
+		uint4 q;
+		uint32_t d;
+	};
+	static __device__ __forceinline__ Raw load(const uint8_t *blk, int k, int b) { return Raw{wld4<T_Q8_0>(blk + 16 + 30 * (b & 7) + 16 * k), wu16<T_Q8_0>(blk)}; }
+	static __device__ __forceinline__ void part(const Raw &r, int k, const XQ &x, int b, int &dot, int &off, uint32_t &) {
+		int4 a = xint4(x, 32 * b + 16 * k);
+		int xv[4] = {a.x, a.y, a.z, a.w};
+		uint32_t qv[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+		dot = 0;
+#pragma unroll
+		for (int i = 0; i < 4; i++) dot = __dp4a((int)qv[i], xv[i], dot);
+		off = 0;
+	}
+	static __device__ __forceinline__ float fin(const Raw &r, const XQ &x, int b, int dot, int, uint32_t) {
+		return fmd(__half2float(__ushort_as_half((uint16_t)r.d)), x.d[b], (float)dot);
+	}
+};
+
 // The trips of row_dotq unrolled: MV_UNROLL for most types, Q80_UNROLL for
 // Q8_0, Q6K_UNROLL for Q6_K (bench/cuda/mv-ab.sh times builds with other
 // values). Fewer unrolled trips measured faster once the activations were
@@ -783,8 +851,14 @@ template <int T> __device__ __forceinline__ long long blkAt(int b) {
 // its group (exact), and the group's first lane adds the block's float term;
 // then the lanes reduce by butterfly. Every lane runs every iteration, so the
 // shuffles see the whole warp.
-template <int T, int R>
-__device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x, int nb, int lane, float *y) {
+//
+// With P > 0 (R 1), pre holds the row's first trips' loads (Pre<T>::load,
+// up to P of its full trips, every lane's block in the row), which it takes
+// in place of loading them: the same sums in the same order.
+template <int T, int R, int P = 0>
+__device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x, int nb, int lane, float *y,
+                                         const typename Pre<T>::Raw *pre = nullptr) {
+	static_assert(P == 0 || R == 1, "preloaded trips are one row's");
 	typedef D8<T> D;
 	const int per = 32 / D::TPB;
 	int k = lane % D::TPB, first = lane / D::TPB;
@@ -820,8 +894,22 @@ __device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x
 			for (int r = 0; r < R; r++) acc[r] = __fadd_rn(acc[r], D::fin(rows[r] + blkAt<T>(b), x, b, dot[r], off[r], hw[r]));
 	};
 	constexpr int UN = T == T_Q6_K ? Q6K_UNROLL : T == T_Q8_0 ? Q80_UNROLL : MV_UNROLL;
+	int held = P > 0 && pre ? min(P, full) : 0;
+#pragma unroll
+	for (int it = 0; it < P; it++) {
+		if (it >= held) break;
+		int b = it * per + first, dot = 0, off = 0;
+		uint32_t hw = 0;
+		Pre<T>::part(pre[it], k, x, b, dot, off, hw);
+#pragma unroll
+		for (int o = 1; o < D::TPB; o <<= 1) {
+			dot += __shfl_xor_sync(FULL, dot, o);
+			if (D::hasOff) off += __shfl_xor_sync(FULL, off, o);
+		}
+		if (k == 0) acc[0] = __fadd_rn(acc[0], Pre<T>::fin(pre[it], x, b, dot, off, hw));
+	}
 #pragma unroll UN
-	for (int it = 0; it < full; it++) trip(it, true);
+	for (int it = held; it < full; it++) trip(it, true);
 	if (full < iters) trip(full, full * per + first < nb);
 #pragma unroll
 	for (int r = 0; r < R; r++) {

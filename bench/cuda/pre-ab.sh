@@ -1,0 +1,39 @@
+#!/bin/bash
+# bench/cuda/pre-ab.sh (branch experiment/pdl-pre): the decode's Q4_0 and
+# Q8_0 mat-vec launches of at most one block a multiprocessor (TinyLlama's o
+# and down) on mvp_<type>, whose warps load their first row's first four
+# trips into registers before griddepcontrol.wait (devices/cuda/measure/
+# boundary.cu on an H200: 2048×2048 3.03 µs a phase as graph launches, 2.98
+# as PDL, 2.36 as PDL with the first row held). Checks it bit for bit
+# (TestFusedDecodeIsExact: the unfused device on the compute_80 modules
+# launched plainly; the fused ones on mvp_ where it applies), the greedy
+# chains, then alternates tg128 with HYBRID_CUDA_PRE=0 (mvw_, as main) and
+# without, twice, on TinyLlama Q4_0 and Q8_0 (and Q4_K_M, which has no mvp_:
+# the control).
+#
+#   here:  mkdir -p .device/n && CGO_ENABLED=1 go build -tags cuda -ldflags="-s -w" -o .device/n/hybrid ./cmd/hybrid
+#          CGO_ENABLED=1 go test -c -tags cuda -ldflags="-s -w" -o .device/n/cuda.test ./devices/cuda
+#          CGO_ENABLED=1 go test -c -tags cuda -ldflags="-s -w" -o .device/n/runtime.test ./runtime
+#          mkdir -p .device/n/vm && cp ../shared/models/stories260K*.gguf .device/n/vm/
+#          (cd .device/n && tar -cJf bins.txz hybrid cuda.test runtime.test && rm hybrid cuda.test runtime.test)
+#   there (carry .device/n): P=.device/n bash bench/cuda/pre-ab.sh    # about 3 minutes with the synths
+set -u
+. bench/cuda/lib.sh
+P=$(cd ${P:-.device/n} && pwd)
+[ -x $P/hybrid ] || tar -xJf $P/bins.txz -C $P
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+for m in tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q8_0 tinyllama-1.1b:Q4_K_M; do
+  f=/tmp/${m%%:*}-${m##*:}.gguf
+  [ -f $f ] || taskset -c 8-15 $P/hybrid synth --preset ${m%%:*} --type ${m##*:} -o $f >/dev/null &
+done
+echo "== exactness $(cd devices/cuda && timeout 200 taskset -c 0-7 $P/cuda.test -test.run 'TestFusedDecodeIsExact|TestFusedMVRopeVariants' 2>&1 | tail -1)"
+echo "   chains $(cd runtime && HYBRID_TEST_MODELS=$P/vm timeout 90 taskset -c 0-7 $P/runtime.test -test.short -test.run 'TestCUDAGreedyChain|TestCUDASequences' 2>&1 | tail -1)"
+wait
+echo "== synth done at ${SECONDS}s"
+tg() { env "$@" taskset -c 0-7 $P/hybrid bench --model $f --policies cuda-only -p 0 -n 128 -r 3 2>&1 | hcol 5; }
+for f in /tmp/tinyllama-1.1b-Q4_0.gguf /tmp/tinyllama-1.1b-Q8_0.gguf /tmp/tinyllama-1.1b-Q4_K_M.gguf; do
+  for r in 1 2; do
+    echo "$(basename $f) r$r: mvw $(tg HYBRID_CUDA_PRE=0) mvp $(tg X=0)"
+  done
+done
+echo "== done at ${SECONDS}s"
