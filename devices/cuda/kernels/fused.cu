@@ -199,16 +199,20 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // every block alike (warp w of block b the grid's w·blocks + b: 515 → 494,
 // 1518 → 1479; ptxas spilled 8 bytes in mvw_q4_k).
 //
-// PRE (mvp_<type>, Pre<T> of Q4_0 and Q8_0): each warp loads its first row's
-// first MV_PRE trips of weights into registers before it waits for the
+// PRE (mvp_<type>, Pre<T> of Q4_0, Q8_0 and Q4_K): each warp loads its first
+// row's first preTrips<T>() trips of weights into registers before it waits for the
 // launch before (or, built for compute_80, before it stages x), for the
 // launches of at most one block a multiprocessor (launchMV), where a block of
 // the launch after fits beside this one's. devices/cuda/measure/boundary.cu
 // on an H200: a 2048×2048 phase 3.03 µs as graph launches, 2.98 as PDL,
-// 2.36 as PDL with the first row held.
+// 2.36 as PDL with the first row held. preTrips<T>() is MV_PRE trips a warp,
+// two for Q4_K, whose trip is twelve words a lane
+// (four spilled 152 bytes at 128 registers): a TinyLlama row of 2048 weights
+// whole, or most of one of 5632.
 #ifndef MV_PRE
 #define MV_PRE 4
 #endif
+template <int T> __host__ __device__ constexpr int preTrips() { return T == T_Q4_K ? 2 : MV_PRE; }
 template <int T, int NT, int T2 = T, bool SEQ = false, bool PB = false, bool PRE = false>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
@@ -239,7 +243,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	// each type's loads split from its sums in D8<T>::part.
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-	typename Pre<T>::Raw pre[PRE ? MV_PRE : 1];
+	typename Pre<T>::Raw pre[PRE ? preTrips<T>() : 1];
 	const uint8_t *preRow = nullptr;
 	if (PRE && (mode == MV_PLAIN || mode == MV_ADD)) {
 		// The warp's first row (the loop below's first g) and its first
@@ -250,7 +254,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			const int per = 32 / D8<T>::TPB;
 			int full = cols / (D8<T>::block ? D8<T>::block : 1) / per, k = lane % D8<T>::TPB, first = lane / D8<T>::TPB;
 #pragma unroll
-			for (int it = 0; it < MV_PRE; it++) {
+			for (int it = 0; it < preTrips<T>(); it++) {
 				if (PRE && it < full) {
 					int b = it * per + first;
 					pre[it] = Pre<T>::load(preRow + blkAt<T>(b), k, b);
@@ -389,7 +393,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		if (D8<T>::block) {
 			const uint8_t *rs[2] = {W, U};
 			if (PRE && W == preRow) {
-				row_dotq<T, 1, PRE ? MV_PRE : 0>(rs, xq, nb, lane, y, pre);
+				row_dotq<T, 1, PRE ? preTrips<T>() : 0>(rs, xq, nb, lane, y, pre);
 			} else if (mode == MV_SILU && SEQ) {
 				row_dotq<T, 1>(rs, xq, nb, lane, y);
 				row_dotq<T, 1>(rs + 1, xq, nb, lane, y + 1);
@@ -455,12 +459,13 @@ MVW(T_Q6_K, q6_k, MVW_THREADS_BIG)
 #define MVW2(id, name) MV_K(mvw2_##name, (MVW_THREADS_BIG, 2), mode, id, MVW_THREADS_BIG, id, true)
 MVW2(T_Q6_K, q6_k)
 
-// mvp_<type>: mvw_<type> with each warp's first row's first trips loaded
+// mvp_<type> (Q4_0, Q8_0, Q4_K: Pre in q8.cuh): mvw_<type> with each warp's first row's first trips loaded
 // before the wait (PRE, above), for MV_PLAIN and MV_ADD launches of at most
 // one block a multiprocessor (launchMV): the products are mvw_'s bit for bit.
 #define MVP(id, name) MV_K(mvp_##name, (MVW_THREADS_SMALL, 1), mode, id, MVW_THREADS_SMALL, id, false, false, true)
 MVP(T_Q4_0, q4_0)
 MVP(T_Q8_0, q8_0)
+MVP(T_Q4_K, q4_k)
 
 // mvr_<type>_<type2> and mvrw_<type>_<type2>: MV_ROPE's launch (on eight and
 // on sixteen warps a block) where v's weight is of type2 and q's and k's of

@@ -245,13 +245,13 @@ template <int T> __device__ __forceinline__ uint4 wld4(const void *a) { return s
 template <int T> __device__ __forceinline__ uint2 wld2(const void *a) { return streams(T) ? sld2(a) : *(const uint2 *)a; }
 template <int T> __device__ __forceinline__ uint32_t wu32(const uint8_t *a) { return streams(T) ? sld32(a) : u32(a); }
 template <int T> __device__ __forceinline__ uint32_t wu16(const uint8_t *a) { return streams(T) ? sld16(a) : u16(a); }
-template <int T> __device__ __forceinline__ float wf16(const uint8_t *a) { return __half2float(__ushort_as_half((uint16_t)wu16<T>(a))); }
+// h1 and h2 are the f16 in the low 16 bits of v, and the two in v, as floats.
+__device__ __forceinline__ float h1(uint32_t v) { return __half2float(__ushort_as_half((uint16_t)v)); }
+__device__ __forceinline__ float2 h2(uint32_t v) { return make_float2(h1(v & 0xffff), h1(v >> 16)); }
+template <int T> __device__ __forceinline__ float wf16(const uint8_t *a) { return h1(wu16<T>(a)); }
 // wf16x2 is the two f16 at a (4-byte aligned) from one load: a cache-hinted
 // load is not merged with its neighbour as a plain one is.
-template <int T> __device__ __forceinline__ float2 wf16x2(const uint8_t *a) {
-	uint32_t v = wu32<T>(a);
-	return make_float2(__half2float(__ushort_as_half((uint16_t)(v & 0xffff))), __half2float(__ushort_as_half((uint16_t)(v >> 16))));
-}
+template <int T> __device__ __forceinline__ float2 wf16x2(const uint8_t *a) { return h2(wu32<T>(a)); }
 
 // D8<T> is weight type T on 8-bit activations: block elements, lanes per
 // block (TPB), part (lane k's integer dot and offset terms of block b), and
@@ -281,7 +281,17 @@ template <int T> struct D8 { // not a block type: the f32 path, never called
 template <> struct D8<T_Q4_0> {
 	static const int block = 32, TPB = Q40_TPB, bytes = 18;
 	static const bool q81 = false, hasOff = false;
-	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) {
+	// Raw: a lane's block loaded ahead (Pre, one lane a block): its quants
+	// and scale; part and fin take them from r where it is set.
+	struct Raw {
+		uint4 q;
+		uint32_t d;
+	};
+	static __device__ __forceinline__ Raw load(const uint8_t *blk, int, int b) {
+		static_assert(Q40_TPB == 1, "a Q4_0 block loaded ahead is one lane's");
+		return Raw{wld4<T_Q4_0>(blk + 16 + 14 * (b & 7)), wu16<T_Q4_0>(blk)};
+	}
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw, const Raw *r = nullptr) {
 		const uint8_t *qs = blk + 16 + 14 * (b & 7);
 		const int n = 4 / TPB; // words of 4 nibble bytes per lane
 		int e = 32 * b + 4 * n * k;
@@ -300,7 +310,7 @@ template <> struct D8<T_Q4_0> {
 		}
 		uint32_t qv[4];
 		if (n == 4) {
-			uint4 v = wld4<T_Q4_0>(qs);
+			uint4 v = r ? r->q : wld4<T_Q4_0>(qs);
 			qv[0] = v.x, qv[1] = v.y, qv[2] = v.z, qv[3] = v.w;
 		} else {
 #pragma unroll
@@ -315,7 +325,9 @@ template <> struct D8<T_Q4_0> {
 		if (k == 0) dot -= 8 * x.sum[b];
 		off = 0;
 	}
-	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int, uint32_t) { return fmd(wf16<T_Q4_0>(blk), x.d[b], (float)dot); }
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int, uint32_t, const Raw *r = nullptr) {
+		return fmd(r ? h1(r->d) : wf16<T_Q4_0>(blk), x.d[b], (float)dot);
+	}
 };
 
 // Q4_1: as Q4_0 without the offset; the minimum m meets the Q8_1 sum.
@@ -384,7 +396,16 @@ template <> struct D8<T_Q5_1> {
 template <> struct D8<T_Q8_0> {
 	static const int block = 32, TPB = Q80_TPB, bytes = 34;
 	static const bool q81 = false, hasOff = false;
-	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) {
+	// Raw: as Q4_0's, a lane's 16 quants (two lanes a block) and the scale.
+	struct Raw {
+		uint4 q;
+		uint32_t d;
+	};
+	static __device__ __forceinline__ Raw load(const uint8_t *blk, int k, int b) {
+		static_assert(Q80_TPB == 2, "a Q8_0 block loaded ahead is two lanes' 16-byte pieces");
+		return Raw{wld4<T_Q8_0>(blk + 16 + 30 * (b & 7) + 16 * k), wu16<T_Q8_0>(blk)};
+	}
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw, const Raw *r = nullptr) {
 		const int n = 8 / TPB; // words of 4 quants per lane
 		const uint8_t *q = blk + 16 + 30 * (b & 7) + 4 * n * k;
 		int e = 32 * b + 4 * n * k;
@@ -403,7 +424,7 @@ template <> struct D8<T_Q8_0> {
 		if (n % 4 == 0) {
 #pragma unroll
 			for (int i = 0; i < n; i += 4) {
-				uint4 v = wld4<T_Q8_0>(q + 4 * i);
+				uint4 v = r ? r->q : wld4<T_Q8_0>(q + 4 * i);
 				qv[i] = v.x, qv[i + 1] = v.y, qv[i + 2] = v.z, qv[i + 3] = v.w;
 			}
 		} else {
@@ -415,7 +436,9 @@ template <> struct D8<T_Q8_0> {
 		for (int i = 0; i < n; i++) dot = __dp4a((int)qv[i], xv[i], dot);
 		off = 0;
 	}
-	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int, uint32_t) { return fmd(wf16<T_Q8_0>(blk), x.d[b], (float)dot); }
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int, uint32_t, const Raw *r = nullptr) {
+		return fmd(r ? h1(r->d) : wf16<T_Q8_0>(blk), x.d[b], (float)dot);
+	}
 };
 
 // scales4 returns byte n (0..11) of a K-quant's packed scales s0, s1, s2.
@@ -448,15 +471,22 @@ __device__ __forceinline__ void scaleMinK4w(int j, uint32_t s0, uint32_t s1, uin
 // nibbles of qs[32j..]) and 2j+1 (high nibbles); dot is Σ sc·Σqx and off
 // Σ m·Σx (the activations' sums of 16) over them, exact integers whatever
 // the lanes' split.
+//
+// KRaw is a Q4_K lane's chunk and its block's scales loaded ahead (Pre; four
+// lanes a block, Q4K_WIDE 0): partK and finK take them from r where it is set.
+struct KRaw {
+	uint4 a, c;
+	uint32_t s0, s1, s2, dm;
+};
 template <int T, int NC = 1>
-__device__ __forceinline__ void partK(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) {
+__device__ __forceinline__ void partK(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw, const KRaw *r = nullptr) {
 	const bool five = T == T_Q5_K;
 	int p0[NC], p1[NC];
 #pragma unroll
 	for (int ci = 0; ci < NC; ci++) {
 		const int j = NC * k + ci;
 		const uint4 *qp = (const uint4 *)(blk + (five ? 48 : 16) + 32 * j);
-		uint4 a = wld4<T>(qp), c = wld4<T>(qp + 1);
+		uint4 a = r ? r->a : wld4<T>(qp), c = r ? r->c : wld4<T>(qp + 1);
 		uint32_t w[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w}, h[8];
 		if (five) {
 			const uint4 *hp = (const uint4 *)(blk + 16);
@@ -507,7 +537,7 @@ __device__ __forceinline__ void partK(const uint8_t *blk, int k, const XQ &x, in
 	uint32_t s0 = hd.y, s1 = hd.z, s2 = hd.w;
 	hw = hd.x;
 #else
-	uint32_t s0 = wu32<T>(blk + 4), s1 = wu32<T>(blk + 8), s2 = wu32<T>(blk + 12);
+	uint32_t s0 = r ? r->s0 : wu32<T>(blk + 4), s1 = r ? r->s1 : wu32<T>(blk + 8), s2 = r ? r->s2 : wu32<T>(blk + 12);
 #endif
 #pragma unroll
 	for (int ci = 0; ci < NC; ci++) {
@@ -549,11 +579,11 @@ __device__ __forceinline__ void partK(const uint8_t *blk, int k, const XQ &x, in
 	}
 }
 
-template <int T> __device__ __forceinline__ float finK(const uint8_t *blk, const XQ &x, int b, int dot, int off, uint32_t hw) {
+template <int T> __device__ __forceinline__ float finK(const uint8_t *blk, const XQ &x, int b, int dot, int off, uint32_t hw, const KRaw *r = nullptr) {
 #if Q4K_WIDE
 	float d = __half2float(__ushort_as_half((unsigned short)(hw & 0xffff))), dmin = __half2float(__ushort_as_half((unsigned short)(hw >> 16)));
 #else
-	float2 dm = wf16x2<T>(blk);
+	float2 dm = r ? h2(r->dm) : wf16x2<T>(blk);
 	float d = dm.x, dmin = dm.y;
 #endif
 	return __fmul_rn(x.d[b], __fsub_rn(__fmul_rn(d, (float)dot), __fmul_rn(dmin, (float)off)));
@@ -574,10 +604,18 @@ template <int T> __device__ __forceinline__ float finK(const uint8_t *blk, const
 template <> struct D8<T_Q4_K> {
 	static const int block = 256, TPB = Q4K_TPB, bytes = 144;
 	static const bool q81 = false, hasOff = true;
-	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) {
-		partK<T_Q4_K, 4 / TPB>(blk, k, x, b, dot, off, hw);
+	typedef KRaw Raw;
+	static __device__ __forceinline__ Raw load(const uint8_t *blk, int k, int) {
+		static_assert(Q4K_TPB == 4 && !Q4K_WIDE, "a Q4_K block loaded ahead is four lanes' chunks, its scales as three words");
+		const uint4 *qp = (const uint4 *)(blk + 16 + 32 * k);
+		return Raw{wld4<T_Q4_K>(qp), wld4<T_Q4_K>(qp + 1), wu32<T_Q4_K>(blk + 4), wu32<T_Q4_K>(blk + 8), wu32<T_Q4_K>(blk + 12), wu32<T_Q4_K>(blk)};
 	}
-	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int off, uint32_t hw) { return finK<T_Q4_K>(blk, x, b, dot, off, hw); }
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw, const Raw *r = nullptr) {
+		partK<T_Q4_K, 4 / TPB>(blk, k, x, b, dot, off, hw, r);
+	}
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int off, uint32_t hw, const Raw *r = nullptr) {
+		return finK<T_Q4_K>(blk, x, b, dot, off, hw, r);
+	}
 };
 
 template <> struct D8<T_Q5_K> {
@@ -763,8 +801,8 @@ template <int T> __device__ __forceinline__ long long blkAt(int b) {
 // the launch before it (mvp_ in kernels/fused.cu): Raw holds what load
 // reads of block b for lane k, part and fin are D8<T>'s from it, the same
 // operations in the same order. The default keeps only the block's address
-// (nothing loaded ahead); Q4_0 (one lane a block) and Q8_0 (16-byte pieces)
-// hold their quants and scale.
+// (nothing loaded ahead); Q4_0 (one lane a block), Q8_0 (16-byte pieces) and
+// Q4_K (four lanes a block) hold their quants and scales (PreOf).
 template <int T> struct Pre {
 	struct Raw {
 		const uint8_t *blk;
@@ -774,57 +812,17 @@ template <int T> struct Pre {
 	static __device__ __forceinline__ float fin(const Raw &r, const XQ &x, int b, int dot, int off, uint32_t hw) { return D8<T>::fin(r.blk, x, b, dot, off, hw); }
 };
 
-template <> struct Pre<T_Q4_0> {
-	static_assert(Q40_TPB == 1, "Pre<T_Q4_0> holds a whole block a lane");
-	struct Raw {
-		uint4 q;
-		uint32_t d;
-	};
-	static __device__ __forceinline__ Raw load(const uint8_t *blk, int, int b) { return Raw{wld4<T_Q4_0>(blk + 16 + 14 * (b & 7)), wu16<T_Q4_0>(blk)}; }
-	static __device__ __forceinline__ void part(const Raw &r, int, const XQ &x, int b, int &dot, int &off, uint32_t &) {
-		int e = 32 * b;
-#if MV_XBASE
-		const int8_t *xp = x.q + xo(e);
-		int4 a = xat4(xp, 0), c = xat4(xp, 16);
-#else
-		int4 a = xint4(x, e), c = xint4(x, e + 16);
-#endif
-		int xl[4] = {a.x, a.y, a.z, a.w}, xh[4] = {c.x, c.y, c.z, c.w};
-		uint32_t qv[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
-		dot = 0;
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			dot = __dp4a((int)(qv[i] & NIB), xl[i], dot);
-			dot = __dp4a((int)(qv[i] >> 4 & NIB), xh[i], dot);
-		}
-		dot -= 8 * x.sum[b];
-		off = 0;
-	}
-	static __device__ __forceinline__ float fin(const Raw &r, const XQ &x, int b, int dot, int, uint32_t) {
-		return fmd(__half2float(__ushort_as_half((uint16_t)r.d)), x.d[b], (float)dot);
-	}
+// PreOf<T> is Pre<T> for a type whose D8<T> has Raw, load, and part and fin
+// that take what load read (Q4_0, Q8_0, Q4_K).
+template <int T> struct PreOf {
+	typedef typename D8<T>::Raw Raw;
+	static __device__ __forceinline__ Raw load(const uint8_t *blk, int k, int b) { return D8<T>::load(blk, k, b); }
+	static __device__ __forceinline__ void part(const Raw &r, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) { D8<T>::part(nullptr, k, x, b, dot, off, hw, &r); }
+	static __device__ __forceinline__ float fin(const Raw &r, const XQ &x, int b, int dot, int off, uint32_t hw) { return D8<T>::fin(nullptr, x, b, dot, off, hw, &r); }
 };
-
-template <> struct Pre<T_Q8_0> {
-	static_assert(Q80_TPB == 2, "Pre<T_Q8_0> holds 16 quants a lane");
-	struct Raw {
-		uint4 q;
-		uint32_t d;
-	};
-	static __device__ __forceinline__ Raw load(const uint8_t *blk, int k, int b) { return Raw{wld4<T_Q8_0>(blk + 16 + 30 * (b & 7) + 16 * k), wu16<T_Q8_0>(blk)}; }
-	static __device__ __forceinline__ void part(const Raw &r, int k, const XQ &x, int b, int &dot, int &off, uint32_t &) {
-		int4 a = xint4(x, 32 * b + 16 * k);
-		int xv[4] = {a.x, a.y, a.z, a.w};
-		uint32_t qv[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
-		dot = 0;
-#pragma unroll
-		for (int i = 0; i < 4; i++) dot = __dp4a((int)qv[i], xv[i], dot);
-		off = 0;
-	}
-	static __device__ __forceinline__ float fin(const Raw &r, const XQ &x, int b, int dot, int, uint32_t) {
-		return fmd(__half2float(__ushort_as_half((uint16_t)r.d)), x.d[b], (float)dot);
-	}
-};
+template <> struct Pre<T_Q4_0> : PreOf<T_Q4_0> {};
+template <> struct Pre<T_Q8_0> : PreOf<T_Q8_0> {};
+template <> struct Pre<T_Q4_K> : PreOf<T_Q4_K> {};
 
 // The trips of row_dotq unrolled: MV_UNROLL for most types, Q80_UNROLL for
 // Q8_0, Q6K_UNROLL for Q6_K (bench/cuda/mv-ab.sh times builds with other
