@@ -1,11 +1,11 @@
 #!/bin/bash
-# bench/cuda/pre-ab.sh (branch experiment/pdl-pre): the decode's Q4_0, Q8_0
-# and Q4_K mat-vec launches of at most one block a multiprocessor
-# (TinyLlama's o and down; Q4_K_M's Q6_K downs stay on mvw_q6_k) on
-# mvp_<type>, whose warps load their first row's first trips (four; two for
-# Q4_K) into registers before griddepcontrol.wait (devices/cuda/measure/
-# boundary.cu on an H200: 2048×2048 3.03 µs a phase as graph launches, 2.98
-# as PDL, 2.36 as PDL with the first row held). Checks it bit for bit
+# bench/cuda/pre-ab.sh (branch experiment/pdl-pre): the decode's Q4_0, Q8_0,
+# Q4_K and Q6_K mat-vec launches of at most one block a multiprocessor
+# (TinyLlama's o and down) on mvp_<type>, whose warps load their first row's
+# first trips (four; two for Q4_K, one for Q6_K) into registers before
+# griddepcontrol.wait (devices/cuda/measure/boundary.cu on an H200: 2048×2048
+# 3.03 µs a phase as graph launches, 2.98 as PDL, 2.36 as PDL with the first
+# row held). Checks it bit for bit
 # (TestFusedDecodeIsExact: the unfused device on the compute_80 modules
 # launched plainly; the fused ones on mvp_ where it applies), the greedy
 # chains, then alternates tg128 with HYBRID_CUDA_PRE=0 (mvw_, as main) and

@@ -199,20 +199,21 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // every block alike (warp w of block b the grid's w·blocks + b: 515 → 494,
 // 1518 → 1479; ptxas spilled 8 bytes in mvw_q4_k).
 //
-// PRE (mvp_<type>, Pre<T> of Q4_0, Q8_0 and Q4_K): each warp loads its first
+// PRE (mvp_<type>, Pre<T> of Q4_0, Q8_0, Q4_K and Q6_K): each warp loads its first
 // row's first preTrips<T>() trips of weights into registers before it waits for the
 // launch before (or, built for compute_80, before it stages x), for the
 // launches of at most one block a multiprocessor (launchMV), where a block of
 // the launch after fits beside this one's. devices/cuda/measure/boundary.cu
 // on an H200: a 2048×2048 phase 3.03 µs as graph launches, 2.98 as PDL,
 // 2.36 as PDL with the first row held. preTrips<T>() is MV_PRE trips a warp,
-// two for Q4_K, whose trip is twelve words a lane
-// (four spilled 152 bytes at 128 registers): a TinyLlama row of 2048 weights
-// whole, or most of one of 5632.
+// two for Q4_K and one for Q6_K, whose trips are twelve and nineteen words
+// a lane (Q4_K's four spilled 152 bytes at 128 registers, Q6_K's two 32):
+// a TinyLlama row of 2048 weights whole, or most of one of 5632 (Q6_K: a
+// third of a row of 2048, a ninth of 5632).
 #ifndef MV_PRE
 #define MV_PRE 4
 #endif
-template <int T> __host__ __device__ constexpr int preTrips() { return T == T_Q4_K ? 2 : MV_PRE; }
+template <int T> __host__ __device__ constexpr int preTrips() { return T == T_Q6_K ? 1 : T == T_Q4_K ? 2 : MV_PRE; }
 template <int T, int NT, int T2 = T, bool SEQ = false, bool PB = false, bool PRE = false>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
@@ -459,13 +460,15 @@ MVW(T_Q6_K, q6_k, MVW_THREADS_BIG)
 #define MVW2(id, name) MV_K(mvw2_##name, (MVW_THREADS_BIG, 2), mode, id, MVW_THREADS_BIG, id, true)
 MVW2(T_Q6_K, q6_k)
 
-// mvp_<type> (Q4_0, Q8_0, Q4_K: Pre in q8.cuh): mvw_<type> with each warp's first row's first trips loaded
+// mvp_<type> (Q4_0, Q8_0, Q4_K, Q6_K: Pre in q8.cuh): mvw_<type> with each warp's first row's first trips loaded
 // before the wait (PRE, above), for MV_PLAIN and MV_ADD launches of at most
 // one block a multiprocessor (launchMV): the products are mvw_'s bit for bit.
 #define MVP(id, name) MV_K(mvp_##name, (MVW_THREADS_SMALL, 1), mode, id, MVW_THREADS_SMALL, id, false, false, true)
 MVP(T_Q4_0, q4_0)
 MVP(T_Q8_0, q8_0)
 MVP(T_Q4_K, q4_k)
+#define MVP_BIG(id, name) MV_K(mvp_##name, (MVW_THREADS_BIG, 1), mode, id, MVW_THREADS_BIG, id, false, false, true)
+MVP_BIG(T_Q6_K, q6_k)
 
 // mvr_<type>_<type2> and mvrw_<type>_<type2>: MV_ROPE's launch (on eight and
 // on sixteen warps a block) where v's weight is of type2 and q's and k's of

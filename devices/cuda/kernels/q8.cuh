@@ -634,7 +634,19 @@ template <> struct D8<T_Q5_K> {
 template <> struct D8<T_Q6_K> {
 	static const int block = 256, TPB = 4, bytes = 210;
 	static const bool q81 = false, hasOff = false;
-	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw) {
+	// Raw: a lane's ql and qh runs, its two scale pairs and the block's d,
+	// loaded ahead (Pre); part and fin take them from r where it is set.
+	struct Raw {
+		uint4 l[2], g[2];
+		uint32_t sa, sb, d;
+	};
+	static __device__ __forceinline__ Raw load(const uint8_t *blk, int k, int b) {
+		int hf = k >> 1, kk = k & 1;
+		const uint8_t *ql = q6_ql(blk, b) + 64 * hf + 32 * kk, *qh = q6_qh(blk, b) + 32 * hf, *sc = q6_sc(blk, b);
+		return Raw{{wld4<T_Q6_K>(ql), wld4<T_Q6_K>(ql + 16)}, {wld4<T_Q6_K>(qh), wld4<T_Q6_K>(qh + 16)},
+		           wu16<T_Q6_K>(sc + 8 * hf + 2 * kk), wu16<T_Q6_K>(sc + 8 * hf + 2 * kk + 4), wu16<T_Q6_K>(q6_d(blk, b))};
+	}
+	static __device__ __forceinline__ void part(const uint8_t *blk, int k, const XQ &x, int b, int &dot, int &off, uint32_t &hw, const Raw *r = nullptr) {
 		// blk is the block's group (regrouped, q6_grp): its ql and qh
 		// runs are 32-byte aligned, two 16-byte loads each (in the file's
 		// blocks, nine aligned words and eight funnel shifts each).
@@ -647,7 +659,7 @@ template <> struct D8<T_Q6_K> {
 		uint32_t L[8], G[8];
 #pragma unroll
 		for (int i = 0; i < 2; i++) {
-			uint4 l = wld4<T_Q6_K>(ql + 16 * i), g = wld4<T_Q6_K>(qh + 16 * i);
+			uint4 l = r ? r->l[i] : wld4<T_Q6_K>(ql + 16 * i), g = r ? r->g[i] : wld4<T_Q6_K>(qh + 16 * i);
 			L[4 * i] = l.x, L[4 * i + 1] = l.y, L[4 * i + 2] = l.z, L[4 * i + 3] = l.w;
 			G[4 * i] = g.x, G[4 * i + 1] = g.y, G[4 * i + 2] = g.z, G[4 * i + 3] = g.w;
 		}
@@ -674,14 +686,14 @@ template <> struct D8<T_Q6_K> {
 			p[i >> 2] = __dp4a((int)q1, X1[i], p[i >> 2]);
 			p[2 + (i >> 2)] = __dp4a((int)q2, X2[i], p[2 + (i >> 2)]);
 		}
-		uint32_t sa = wu16<T_Q6_K>(sc + 8 * hf + 2 * kk), sb = wu16<T_Q6_K>(sc + 8 * hf + 2 * kk + 4);
+		uint32_t sa = r ? r->sa : wu16<T_Q6_K>(sc + 8 * hf + 2 * kk), sb = r ? r->sb : wu16<T_Q6_K>(sc + 8 * hf + 2 * kk + 4);
 		const short *bs = x.bs + 16 * b + 8 * hf + 2 * kk;
 		dot = (int)(int8_t)(sa & 0xff) * (p[0] - 32 * bs[0]) + (int)(int8_t)(sa >> 8) * (p[1] - 32 * bs[1]) +
 		      (int)(int8_t)(sb & 0xff) * (p[2] - 32 * bs[4]) + (int)(int8_t)(sb >> 8) * (p[3] - 32 * bs[5]);
 		off = 0;
 	}
-	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int, uint32_t) {
-		return fmd(x.d[b], wf16<T_Q6_K>(q6_d(blk, b)), (float)dot);
+	static __device__ __forceinline__ float fin(const uint8_t *blk, const XQ &x, int b, int dot, int, uint32_t, const Raw *r = nullptr) {
+		return fmd(x.d[b], r ? h1(r->d) : wf16<T_Q6_K>(q6_d(blk, b)), (float)dot);
 	}
 };
 
@@ -801,8 +813,8 @@ template <int T> __device__ __forceinline__ long long blkAt(int b) {
 // the launch before it (mvp_ in kernels/fused.cu): Raw holds what load
 // reads of block b for lane k, part and fin are D8<T>'s from it, the same
 // operations in the same order. The default keeps only the block's address
-// (nothing loaded ahead); Q4_0 (one lane a block), Q8_0 (16-byte pieces) and
-// Q4_K (four lanes a block) hold their quants and scales (PreOf).
+// (nothing loaded ahead); Q4_0 (one lane a block), Q8_0 (16-byte pieces),
+// Q4_K and Q6_K (four lanes a block) hold their quants and scales (PreOf).
 template <int T> struct Pre {
 	struct Raw {
 		const uint8_t *blk;
@@ -823,6 +835,7 @@ template <int T> struct PreOf {
 template <> struct Pre<T_Q4_0> : PreOf<T_Q4_0> {};
 template <> struct Pre<T_Q8_0> : PreOf<T_Q8_0> {};
 template <> struct Pre<T_Q4_K> : PreOf<T_Q4_K> {};
+template <> struct Pre<T_Q6_K> : PreOf<T_Q6_K> {};
 
 // The trips of row_dotq unrolled: MV_UNROLL for most types, Q80_UNROLL for
 // Q8_0, Q6K_UNROLL for Q6_K (bench/cuda/mv-ab.sh times builds with other
