@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/cuda/pre-ab.sh (branch experiment/pdl-pre): the decode's Q4_0, Q8_0,
+# bench/cuda/pre-ab.sh: the decode's Q4_0, Q8_0,
 # Q4_K and Q6_K mat-vec launches of at most one block a multiprocessor
 # (TinyLlama's o and down) on mvp_<type>, whose warps load their first row's
 # first trips (four; two for Q4_K, one for Q6_K) into registers before
@@ -8,8 +8,10 @@
 # row held). Checks it bit for bit
 # (TestFusedDecodeIsExact: the unfused device on the compute_80 modules
 # launched plainly; the fused ones on mvp_ where it applies), the greedy
-# chains, then alternates tg128 with HYBRID_CUDA_PRE=0 (mvw_, as main) and
-# without, twice, on TinyLlama Q4_0, Q8_0 and Q4_K_M.
+# chains, then alternates tg128 with HYBRID_CUDA_PRE=0 (mvw_, as before) and
+# without, twice, on TinyLlama Q4_0, Q8_0 and Q4_K_M. Thirty-third session,
+# H200: Q4_0 1667 → 1729 tok/s, Q8_0 1353 → 1390, Q4_K_M 1563 → 1599
+# (bench/cuda/logs/issue15-2026-11-29-s33.txt).
 #
 #   here:  mkdir -p .device/n && CGO_ENABLED=1 go build -tags cuda -ldflags="-s -w" -o .device/n/hybrid ./cmd/hybrid
 #          CGO_ENABLED=1 go test -c -tags cuda -ldflags="-s -w" -o .device/n/cuda.test ./devices/cuda

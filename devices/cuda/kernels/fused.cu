@@ -232,16 +232,18 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	// and wait there; then it waits for the launch before it to finish and
 	// its writes to be visible (griddepcontrol.wait; a plain launch's
 	// returns at once), before it reads anything a launch wrote. Nothing
-	// before the wait reads or writes memory. Measured on an H200 (tg128,
+	// before the wait writes memory, and nothing but mvp_'s first loads of
+	// weights (PRE, below) reads it. Measured on an H200 (tg128,
 	// HYBRID_CUDA_PDL=0 against this, alternated, thirty-second session):
 	// Llama-7B Q4_K_M 541.1 → 553.4 tok/s, TinyLlama Q4_0 1657 → 1667, Q8_0
 	// 1325 → 1347, Q4_K_M 1540 → 1557. Asking for each warp's first row
 	// before the wait (4-byte loads into L1) gained Q4_0 1% more and lost
 	// Q4_K_M 2%; prefetch.global.L1 of it, and PDL for the launches of one
 	// block a multiprocessor only, gained less (bench/RESULTS.md). Holding
-	// the first row in registers before the wait (devices/cuda/measure/
-	// boundary.cu: TinyLlama's o shape 3.03 → 2.36 µs a phase) would need
-	// each type's loads split from its sums in D8<T>::part.
+	// the first row's first trips in registers before the wait instead
+	// (PRE, mvp_) gained TinyLlama Q4_0 1667 → 1729 tok/s, Q8_0 1353 →
+	// 1390, Q4_K_M 1563 → 1599 (HYBRID_CUDA_PRE=0 against it, alternated,
+	// thirty-third session).
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 	typename Pre<T>::Raw pre[PRE ? preTrips<T>() : 1];
