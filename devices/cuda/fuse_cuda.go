@@ -628,9 +628,12 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		}
 		// A launch of at most one block a multiprocessor, as programmatic
 		// dependent launches: each warp's first row's loads go out before
-		// it waits for the launch before (mvp_ in kernels/fused.cu).
-		if k == tk.mvw && tk.mvp.fn != nil && d.k.pdl && !noPre && (mode == mvPlain || mode == mvAdd) && (total+warps-1)/warps <= d.sms {
+		// it waits for the launch before (mvp_ in kernels/fused.cu); for
+		// MV_ROPE, Q4_0's, whose pairs of rows go at once (pair_dots).
+		pre := mode == mvPlain || mode == mvAdd || mode == mvRope && w0.typ == quant.Q4_0 && ropePair2 && !noPreRope
+		if k == tk.mvw && tk.mvp.fn != nil && d.k.pdl && !noPre && pre && (total+warps-1)/warps <= d.sms {
 			k = tk.mvp
+			d.stats.mvPre++
 		}
 	}
 	a.i64(int64(rb2))
@@ -643,8 +646,12 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	return launchShared(k, blocks, 1, 32*warps, shmem, a)
 }
 
-// noPre is HYBRID_CUDA_PRE=0: no mvp_ launches, to measure them.
-var noPre = os.Getenv("HYBRID_CUDA_PRE") == "0"
+// noPre is HYBRID_CUDA_PRE=0: no mvp_ launches, to measure them;
+// noPreRope is HYBRID_CUDA_PRE_ROPE=0: none for MV_ROPE.
+var (
+	noPre     = os.Getenv("HYBRID_CUDA_PRE") == "0"
+	noPreRope = os.Getenv("HYBRID_CUDA_PRE_ROPE") == "0"
+)
 
 // mixedRope are the pairs of q's and k's type and v's type with an MV_ROPE
 // launch (mvr_ and mvrw_ in kernels/fused.cu): v's activation row is

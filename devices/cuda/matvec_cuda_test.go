@@ -279,3 +279,78 @@ func replayTime(g *Device, reps int, queue func() error) (time.Duration, error) 
 		return nil
 	})
 }
+
+// TestMVPreIsExact checks mvp_ (the decode mat-vec whose warps load their
+// first row's first trips before they wait for the launch before) against
+// mvw_ (noPre) bit for bit, plain and with the residual add, at TinyLlama's
+// o and down shapes, at fewer rows than warps, and at rows shorter than
+// the trips it loads ahead; and that launchMV took it where it applies
+// (Hopper, launches of at most one block a multiprocessor).
+func TestMVPreIsExact(t *testing.T) {
+	g := gpu(t)
+	r := rand.New(rand.NewPCG(33, 34))
+	defer func(p bool) { noPre = p }(noPre)
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+		for _, sh := range []struct {
+			rows, cols int
+			add        bool
+		}{{2048, 2048, false}, {2048, 5632, true}, {300, 2048, true}, {2048, 256, false}} {
+			name := fmt.Sprintf("%s/%dx%d", typ, sh.rows, sh.cols)
+			t.Run(name, func(t *testing.T) {
+				data, _ := quantized(t, r, typ, sh.rows, sh.cols)
+				w := &ops.Weight{Name: "mvpre." + name, Type: typ, Rows: sh.rows, Cols: sh.cols}
+				if err := g.LoadWeight(w, data); err != nil {
+					t.Fatal(err)
+				}
+				buf := func(n int, v []float32) *Buffer {
+					b, err := g.Alloc(n)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { g.Free(b) })
+					if v != nil {
+						if err := g.Write(b, v); err != nil {
+							t.Fatal(err)
+						}
+					}
+					return b.(*Buffer)
+				}
+				x, res := buf(sh.cols, verify.RandVec(r, sh.cols)), buf(sh.rows, verify.RandVec(r, sh.rows))
+				mode := mvPlain
+				if sh.add {
+					mode = mvAdd
+				}
+				run := func(pre bool) (y, sum []float32, pres int) {
+					noPre = !pre
+					yb, sb := buf(sh.rows, nil), buf(sh.rows, nil)
+					p0 := mvPres(g)
+					if err := g.do(func() error { return g.launchMV(x, 0, nil, 0, []mvWeight{{g.weights[w.Name], yb}}, mode, res, sb, nil) }); err != nil {
+						t.Fatal(err)
+					}
+					y, sum = make([]float32, sh.rows), make([]float32, sh.rows)
+					if err := g.Read(y, yb); err != nil {
+						t.Fatal(err)
+					}
+					if err := g.Read(sum, sb); err != nil {
+						t.Fatal(err)
+					}
+					return y, sum, mvPres(g) - p0
+				}
+				wy, ws, n0 := run(false)
+				gy, gs, n1 := run(true)
+				want := 0
+				if g.k.pdl && g.mvWarps() == 16 && (sh.rows+15)/16 <= g.sms {
+					want = 1
+				}
+				if n0 != 0 || n1 != want {
+					t.Fatalf("mvp_ launches: %d with noPre, %d without, want %d (programmatic dependent launches %v)", n0, n1, want, g.k.pdl)
+				}
+				for i := range wy {
+					if math.Float32bits(gy[i]) != math.Float32bits(wy[i]) || sh.add && math.Float32bits(gs[i]) != math.Float32bits(ws[i]) {
+						t.Fatalf("row %d: mvp_ %v (sum %v), mvw_ %v (sum %v)", i, gy[i], gs[i], wy[i], ws[i])
+					}
+				}
+			})
+		}
+	}
+}

@@ -251,6 +251,7 @@ type graphStats struct {
 	queue, flush time.Duration
 	flushes      int
 	mvRopes      int // fuseMVRope units launched
+	mvPre        int // mvp_ launches (launchMV)
 	batchJoined  int // batched steps' launches that joined ops: fuseMVB with its RMSNorm, SiLUMul or residual add, or the rows' RoPE and cache append
 }
 

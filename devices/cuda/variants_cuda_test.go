@@ -260,108 +260,135 @@ func TestFusedRopeVariants(t *testing.T) {
 // q and k (mixedRope), on the GPU with and without
 // fusion: the decode steps fuse into one mat-vec launch that also turns q
 // and k and appends k and v to the cache (MV_ROPE, fuse_cuda.go), then
-// attention. Every value the six ops write must be the same bit for bit.
+// attention. Every value the six ops write must be the same bit for bit;
+// for rows of 256 and of 2048, and the ops alone on mvw_, so that the fused
+// launch on mvp_ (Q4_0's first trips loaded ahead) is checked against it.
 func TestFusedMVRopeVariants(t *testing.T) {
 	g := gpu(t)
 	defer SetFuse(g, true)
 	r := rand.New(rand.NewPCG(29, 30))
-	const cols = 256
+	defer func(p bool) { noPre = p }(noPre)
 	// q's, k's and v's types: one type, or v of another (mixedRope).
-	for vi, v := range ropeVariants {
-		for ti, types := range [][3]quant.Type{{quant.Q8_0, quant.Q8_0, quant.Q8_0}, {quant.F32, quant.F32, quant.F32},
-			{quant.Q4_K, quant.Q4_K, quant.Q6_K}, {quant.Q5_0, quant.Q5_0, quant.Q8_0}, {quant.Q4_K, quant.Q4_K, quant.Q4_K}, {quant.Q4_0, quant.Q4_0, quant.Q4_0}} {
-			t.Run(v.name+"/"+types[0].String()+"-"+types[2].String(), func(t *testing.T) {
-				rp := v.params(r)
-				a := ops.AttnParams{Heads: v.heads, KVHeads: v.kvh, HeadDim: v.hd, Context: 16}
-				var mm [3]*ops.Op
-				for j, rows := range []int{v.heads * v.hd, v.kvh * v.hd, v.kvh * v.hd} {
-					w := &ops.Weight{Name: fmt.Sprintf("mvrope.%d.%d.%d", vi, ti, j), Type: types[j], Rows: rows, Cols: cols}
-					data, _ := quantized(t, r, types[j], rows, cols)
-					if err := g.LoadWeight(w, data); err != nil {
-						t.Fatal(err)
-					}
-					mm[j] = &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}
-				}
-				steps := []ops.Step{{Tokens: make([]int32, 5), Pos: 0}, {Tokens: make([]int32, 1), Pos: 5}, {Tokens: make([]int32, 1), Pos: 6}}
-				var xs [][]float32
-				for _, st := range steps {
-					xs = append(xs, verify.RandVec(r, len(st.Tokens)*cols))
-				}
-				// Each run has its own layer, so its own KV cache; a
-				// step's six outputs in the order of the ops.
-				run := func(layer int) [][6][]float32 {
-					rq := &ops.Op{Kind: ops.RoPE, Name: "rope_q", Layer: layer, Rope: rp}
-					rk := &ops.Op{Kind: ops.RoPE, Name: "rope_k", Layer: layer, Rope: rp}
-					at := &ops.Op{Kind: ops.Attention, Name: "attn", Layer: layer, Attn: a}
-					var outs [][6][]float32
-					for i, st := range steps {
-						n := len(st.Tokens)
-						buf := func(n int) devices.Buffer {
-							b, err := g.Alloc(n)
-							if err != nil {
-								t.Fatal(err)
-							}
-							return b
-						}
-						x := buf(n * cols)
-						if err := g.Write(x, xs[i]); err != nil {
+	// Rows of 2048 hold Q4_0's first trips (mvp_) where a launch is of at
+	// most one block a multiprocessor on a Hopper GPU.
+	for ci, cols := range []int{256, 2048} {
+		for vi, v := range ropeVariants {
+			for ti, types := range [][3]quant.Type{{quant.Q8_0, quant.Q8_0, quant.Q8_0}, {quant.F32, quant.F32, quant.F32},
+				{quant.Q4_K, quant.Q4_K, quant.Q6_K}, {quant.Q5_0, quant.Q5_0, quant.Q8_0}, {quant.Q4_K, quant.Q4_K, quant.Q4_K}, {quant.Q4_0, quant.Q4_0, quant.Q4_0}} {
+				t.Run(fmt.Sprintf("%s/%s-%s/%d", v.name, types[0], types[2], cols), func(t *testing.T) {
+					rp := v.params(r)
+					a := ops.AttnParams{Heads: v.heads, KVHeads: v.kvh, HeadDim: v.hd, Context: 16}
+					var mm [3]*ops.Op
+					for j, rows := range []int{v.heads * v.hd, v.kvh * v.hd, v.kvh * v.hd} {
+						w := &ops.Weight{Name: fmt.Sprintf("mvrope.%d.%d.%d.%d", cols, vi, ti, j), Type: types[j], Rows: rows, Cols: cols}
+						data, _ := quantized(t, r, types[j], rows, cols)
+						if err := g.LoadWeight(w, data); err != nil {
 							t.Fatal(err)
 						}
-						qw, kw := n*v.heads*v.hd, n*v.kvh*v.hd
-						bs := [6]devices.Buffer{buf(qw), buf(kw), buf(kw), buf(qw), buf(kw), buf(qw)}
-						for _, c := range []struct {
-							op  *ops.Op
-							in  []devices.Buffer
-							out devices.Buffer
-						}{{mm[0], []devices.Buffer{x}, bs[0]}, {mm[1], []devices.Buffer{x}, bs[1]}, {mm[2], []devices.Buffer{x}, bs[2]},
-							{rq, []devices.Buffer{bs[0]}, bs[3]}, {rk, []devices.Buffer{bs[1]}, bs[4]}, {at, []devices.Buffer{bs[3], bs[4], bs[2]}, bs[5]}} {
-							if err := g.Run(c.op, st, c.in, c.out); err != nil {
+						mm[j] = &ops.Op{Kind: ops.MatMul, Name: "mm", Weight: w}
+					}
+					steps := []ops.Step{{Tokens: make([]int32, 5), Pos: 0}, {Tokens: make([]int32, 1), Pos: 5}, {Tokens: make([]int32, 1), Pos: 6}}
+					var xs [][]float32
+					for _, st := range steps {
+						xs = append(xs, verify.RandVec(r, len(st.Tokens)*cols))
+					}
+					// Each run has its own layer, so its own KV cache; a
+					// step's six outputs in the order of the ops.
+					run := func(layer int) [][6][]float32 {
+						rq := &ops.Op{Kind: ops.RoPE, Name: "rope_q", Layer: layer, Rope: rp}
+						rk := &ops.Op{Kind: ops.RoPE, Name: "rope_k", Layer: layer, Rope: rp}
+						at := &ops.Op{Kind: ops.Attention, Name: "attn", Layer: layer, Attn: a}
+						var outs [][6][]float32
+						for i, st := range steps {
+							n := len(st.Tokens)
+							buf := func(n int) devices.Buffer {
+								b, err := g.Alloc(n)
+								if err != nil {
+									t.Fatal(err)
+								}
+								return b
+							}
+							x := buf(n * cols)
+							if err := g.Write(x, xs[i]); err != nil {
 								t.Fatal(err)
 							}
-						}
-						var o [6][]float32
-						for j, b := range bs {
-							o[j] = make([]float32, b.Len())
-							if err := g.Read(o[j], b); err != nil {
-								t.Fatal(err)
+							qw, kw := n*v.heads*v.hd, n*v.kvh*v.hd
+							bs := [6]devices.Buffer{buf(qw), buf(kw), buf(kw), buf(qw), buf(kw), buf(qw)}
+							for _, c := range []struct {
+								op  *ops.Op
+								in  []devices.Buffer
+								out devices.Buffer
+							}{{mm[0], []devices.Buffer{x}, bs[0]}, {mm[1], []devices.Buffer{x}, bs[1]}, {mm[2], []devices.Buffer{x}, bs[2]},
+								{rq, []devices.Buffer{bs[0]}, bs[3]}, {rk, []devices.Buffer{bs[1]}, bs[4]}, {at, []devices.Buffer{bs[3], bs[4], bs[2]}, bs[5]}} {
+								if err := g.Run(c.op, st, c.in, c.out); err != nil {
+									t.Fatal(err)
+								}
+							}
+							var o [6][]float32
+							for j, b := range bs {
+								o[j] = make([]float32, b.Len())
+								if err := g.Read(o[j], b); err != nil {
+									t.Fatal(err)
+								}
+							}
+							outs = append(outs, o)
+							for _, b := range append(bs[:], x) {
+								if err := g.Free(b); err != nil {
+									t.Fatal(err)
+								}
 							}
 						}
-						outs = append(outs, o)
-						for _, b := range append(bs[:], x) {
-							if err := g.Free(b); err != nil {
-								t.Fatal(err)
+						return outs
+					}
+					layer := 2000 + 256*ci + 32*vi + 4*ti
+					// The ops alone, on mvw_ (no rows loaded ahead: noPre).
+					SetFuse(g, false)
+					noPre = true
+					plain := run(layer)
+					noPre = false
+					SetFuse(g, true)
+					// The launch's units as built (v's rows one a unit, q's and
+					// k's pairs at once where rope_rows can), then as before
+					// (v's rows two a unit, every pair one row after the other).
+					defer func(v, p bool) { ropeVPairs, ropePair2 = v, p }(ropeVPairs, ropePair2)
+					for j, units := range [][2]bool{{false, true}, {true, false}} {
+						ropeVPairs, ropePair2 = units[0], units[1]
+						f0, p0 := MVRopes(g), mvPres(g)
+						fused := run(layer + 1 + j)
+						if f1 := MVRopes(g); f1-f0 != 2 {
+							t.Fatalf("%d mat-vec launches with their rope over two decode steps, want 2", f1-f0)
+						}
+						// mvp_ where launchMV takes it: Q4_0's pairs at once, on
+						// Hopper, in a launch of at most one block (sixteen
+						// warps, a unit each) a multiprocessor.
+						blocks := ((v.heads+v.kvh)*v.hd/2 + v.kvh*v.hd + 15) / 16
+						want := 0
+						if g.k.pdl && types[0] == quant.Q4_0 && !units[0] && units[1] && blocks <= g.sms {
+							want = 2
+						}
+						if p1 := mvPres(g); p1-p0 != want {
+							t.Fatalf("%d mvp_ launches over two decode steps, want %d (programmatic dependent launches %v, %d blocks)", p1-p0, want, g.k.pdl, blocks)
+						}
+						names := [6]string{"q", "k", "v", "rotated q", "rotated k", "attention"}
+						for s := range steps {
+							for o := range 6 {
+								if !slices.Equal(plain[s][o], fused[s][o]) {
+									e, i := verify.MaxErr(fused[s][o], func(i int) float64 { return float64(plain[s][o][i]) }, func(int) float64 { return 1 })
+									t.Fatalf("v pairs %v, q and k pairs at once %v: step %d: %s fused [%d] = %g, alone %g (error %.3g): must be identical",
+										units[0], units[1], s, names[o], i, fused[s][o][i], plain[s][o][i], e)
+								}
 							}
 						}
 					}
-					return outs
-				}
-				layer := 2000 + 32*vi + 4*ti
-				SetFuse(g, false)
-				plain := run(layer)
-				SetFuse(g, true)
-				// The launch's units as built (v's rows one a unit, q's and
-				// k's pairs at once where rope_rows can), then as before
-				// (v's rows two a unit, every pair one row after the other).
-				defer func(v, p bool) { ropeVPairs, ropePair2 = v, p }(ropeVPairs, ropePair2)
-				for j, units := range [][2]bool{{false, true}, {true, false}} {
-					ropeVPairs, ropePair2 = units[0], units[1]
-					f0 := MVRopes(g)
-					fused := run(layer + 1 + j)
-					if f1 := MVRopes(g); f1-f0 != 2 {
-						t.Fatalf("%d mat-vec launches with their rope over two decode steps, want 2", f1-f0)
-					}
-					names := [6]string{"q", "k", "v", "rotated q", "rotated k", "attention"}
-					for s := range steps {
-						for o := range 6 {
-							if !slices.Equal(plain[s][o], fused[s][o]) {
-								e, i := verify.MaxErr(fused[s][o], func(i int) float64 { return float64(plain[s][o][i]) }, func(int) float64 { return 1 })
-								t.Fatalf("v pairs %v, q and k pairs at once %v: step %d: %s fused [%d] = %g, alone %g (error %.3g): must be identical",
-									units[0], units[1], s, names[o], i, fused[s][o][i], plain[s][o][i], e)
-							}
-						}
-					}
-				}
-			})
+				})
+			}
 		}
 	}
+}
+
+// mvPres is how many mvp_ launches d has made (launchMV).
+func mvPres(d *Device) int {
+	var n int
+	d.do(func() error { n = d.stats.mvPre; return nil })
+	return n
 }

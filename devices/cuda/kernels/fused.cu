@@ -53,12 +53,20 @@
 // once / one after the other, two rounds): TinyLlama Q4_0 1585 / 1523,
 // 1573 / 1527; Q4_K_M 1457 / 1449, 1466 / 1449; Q8_0 1202 / 1203; Llama-7B
 // Q4_0 570 / 558; Llama-7B Q4_K_M 525 / 525.
-template <int U, bool PB = false>
+//
+// With P > 0, where both rows' loads go at once, pre holds P trips' loads
+// of each (mv's PRE) if row a is preRow: row_dotq takes them in place of
+// loading them.
+template <int U, bool PB = false, int P = 0>
 __device__ __forceinline__ void pair_dots(const uint8_t *W, int a, int b, int n, long long rb, const XQ &xq, const float *xs, int nb, int cols,
-                                          int lane, float *y, bool both = false) {
+                                          int lane, float *y, bool both = false, const typename Pre<U>::Raw *pre = nullptr,
+                                          const uint8_t *preRow = nullptr) {
 	if (D8<U>::block && (PB || U == T_Q4_0 || U == T_Q8_0) && both && n == 2) {
 		const uint8_t *rs[2] = {W + a * rb, W + b * rb};
-		row_dotq<U, 2>(rs, xq, nb, lane, y);
+		if (P > 0 && rs[0] == preRow)
+			row_dotq<U, 2, P>(rs, xq, nb, lane, y, pre);
+		else
+			row_dotq<U, 2>(rs, xq, nb, lane, y);
 		return;
 	}
 #pragma unroll 1
@@ -90,11 +98,34 @@ __device__ __forceinline__ void pair_dots(const uint8_t *W, int a, int b, int n,
 // v's rows W2 may be of another type T2 (rows rb2 bytes) whose activations
 // are quantized as T's (mixedRope in fuse_cuda.go: a Q4_K_M file's Q6_K
 // attn_v under Q4_K q and k).
-template <int T, int T2, bool PB>
+//
+// rope_unit is unit g's weight (kind 0 q, 1 k, 2 v), its rows a and b (n of
+// them) and its pair j of a head, as rope_rows finds them (mv's loads ahead).
+// rope_rows keeps its own copy: calling rope_unit there changed ptxas's
+// registers for most mat-vecs (mvw_q4_k and mvrw_q4_k_q6_k then spilled 4
+// bytes at 64 registers).
+struct RopeUnit {
+	int kind, a, b, n, j;
+};
+__device__ __forceinline__ RopeUnit rope_unit(int g, int rope, int r0, int r1) {
+	int headDim = rope & 0xfff, dims = (rope >> 12) & 0xfff, half = headDim / 2;
+	bool neox = (rope >> 24) & 1;
+	int nv = (rope >> 25) & 1 ? 2 : 1; // v's rows a unit
+	int hq = r0 / 2, hk = r1 / 2, kind = g < hq ? 0 : g < hq + hk ? 1 : 2;
+	int p = kind == 0 ? g : kind == 1 ? g - hq : g - hq - hk, j = p % half, a = 2 * p, b = 2 * p + 1;
+	if (kind == 2 && nv == 1) a = p;
+	if (kind < 2) {
+		int f0, f1;
+		rope_feats(j, dims, neox, f0, f1);
+		a = (p / half) * headDim + f0, b = (p / half) * headDim + f1;
+	}
+	return RopeUnit{kind, a, b, kind == 2 ? nv : 2, j};
+}
+template <int T, int T2, bool PB, int P = 0>
 __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const float *xs, int nb, int cols, const uint8_t *W0, const uint8_t *W1,
                                           const uint8_t *W2, long long rb, long long rb2, float *Y0, float *Y1, float *Y2, int r0, int r1, float *qo,
                                           float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs,
-                                          const float2 *rsc) {
+                                          const float2 *rsc, const typename Pre<T>::Raw *pre = nullptr, const uint8_t *preRow = nullptr) {
 	int headDim = rope & 0xfff, dims = (rope >> 12) & 0xfff, half = headDim / 2;
 	bool neox = (rope >> 24) & 1;
 	int nv = (rope >> 25) & 1 ? 2 : 1; // v's rows a unit
@@ -108,13 +139,14 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 		rope_feats(j, dims, neox, f0, f1);
 		a = (p / half) * headDim + f0, b = (p / half) * headDim + f1;
 	}
-	static_assert(T2 == T || (D8<T2>::block == D8<T>::block && D8<T2>::q81 == D8<T>::q81 && D8<T>::block), "v's activations quantized as q's");
-	float y[2];
 	int n = kind == 2 ? nv : 2;
+	static_assert(T2 == T || (D8<T2>::block == D8<T>::block && D8<T2>::q81 == D8<T>::q81 && D8<T>::block), "v's activations quantized as q's");
+	static_assert(P == 0 || T2 == T, "loads ahead of one type");
+	float y[2];
 	if (T2 != T && kind == 2)
 		pair_dots<T2>(W, a, b, n, rb2, xq, xs, cols / (D8<T2>::block ? D8<T2>::block : 1), cols, lane, y);
 	else
-		pair_dots<T, PB>(W, a, b, n, rb, xq, xs, nb, cols, lane, y, (rope >> 26) & 1);
+		pair_dots<T, PB, P>(W, a, b, n, rb, xq, xs, nb, cols, lane, y, (rope >> 26) & 1, pre, preRow);
 	if (lane != 0) return;
 	int pos = *posp;
 	long long base = (long long)pos * r1;
@@ -246,21 +278,46 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	// thirty-third session).
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+	// MV_ROPE's loads ahead: Q4_0's pairs of rows loaded at once (pair_dots),
+	// MV_PRE / 2 trips of each row. (Q8_0's took mvp_q8_0 to 126 registers
+	// and 16 bytes spilled, at one trip of each row too; Q4_K's MV_ROPE
+	// launches take mvr_q4_k_*, ropeKernels in fuse_cuda.go.)
+	constexpr bool PRE_ROPE = PRE && T == T_Q4_0;
 	typename Pre<T>::Raw pre[PRE ? preTrips<T>() : 1];
 	const uint8_t *preRow = nullptr;
-	if (PRE && (mode == MV_PLAIN || mode == MV_ADD)) {
-		// The warp's first row (the loop below's first g) and its first
-		// full trips' loads, as row_dotq would issue them.
-		int g = blockIdx.x * (NT / 32) + warp;
-		if (g < total) {
-			preRow = g < r0 ? W0 + g * rb : g < r0 + r1 ? W1 + (g - r0) * rb : W2 + (g - r0 - r1) * rb;
-			const int per = 32 / D8<T>::TPB;
-			int full = cols / (D8<T>::block ? D8<T>::block : 1) / per, k = lane % D8<T>::TPB, first = lane / D8<T>::TPB;
+	int g0 = blockIdx.x * (NT / 32) + warp; // the warp's first unit (the loop below's first g)
+	if (PRE && (mode == MV_PLAIN || mode == MV_ADD || (mode == MV_ROPE && PRE_ROPE)) && g0 < total) {
+		// The warp's first row and its first full trips' loads, as
+		// row_dotq would issue them; for MV_ROPE, where the unit's two
+		// rows are loaded at once (pair_dots), both rows' first trips,
+		// half as many each.
+		const uint8_t *rows[2];
+		int R = 1;
+		if (PRE_ROPE && mode == MV_ROPE) {
+			RopeUnit u = rope_unit(g0, rope, r0, r1);
+			const uint8_t *W = u.kind == 0 ? W0 : u.kind == 1 ? W1 : W2;
+			rows[0] = W + u.a * rb, rows[1] = W + u.b * rb;
+			R = u.n == 2 && ((rope >> 26) & 1) ? 2 : 0;
+		} else
+			rows[0] = g0 < r0 ? W0 + g0 * rb : g0 < r0 + r1 ? W1 + (g0 - r0) * rb : W2 + (g0 - r0 - r1) * rb;
+		preRow = R ? rows[0] : nullptr;
+		const int per = 32 / D8<T>::TPB;
+		int full = cols / (D8<T>::block ? D8<T>::block : 1) / per, k = lane % D8<T>::TPB, first = lane / D8<T>::TPB;
+		if (R == 1) {
 #pragma unroll
 			for (int it = 0; it < preTrips<T>(); it++) {
-				if (PRE && it < full) {
+				if (it < full) {
 					int b = it * per + first;
-					pre[it] = Pre<T>::load(preRow + blkAt<T>(b), k, b);
+					pre[it] = Pre<T>::load(rows[0] + blkAt<T>(b), k, b);
+				}
+			}
+		} else if (PRE_ROPE && R == 2) {
+#pragma unroll
+			for (int it = 0; it < MV_PRE / 2; it++) {
+				if (it < full) {
+					int b = it * per + first;
+#pragma unroll
+					for (int r = 0; r < 2; r++) pre[2 * it + r] = Pre<T>::load(rows[r] + blkAt<T>(b), k, b);
 				}
 			}
 		}
@@ -376,7 +433,8 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	int nb = cols / (D8<T>::block ? D8<T>::block : 1);
 	for (int g = blockIdx.x * (NT / 32) + warp; g < total; g += nwarps) {
 		if (mode == MV_ROPE) {
-			rope_rows<T, T2, PB>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, rb2, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc, rope, rscale, posp, freqs, rsc);
+			rope_rows<T, T2, PB, PRE_ROPE ? MV_PRE / 2 : 0>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, rb2, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc,
+			                                                  rope, rscale, posp, freqs, rsc, PRE ? pre : nullptr, preRow);
 			continue;
 		}
 		// Row g of the launch: its weight row(s), product and index.

@@ -863,13 +863,13 @@ template <> struct Pre<T_Q6_K> : PreOf<T_Q6_K> {};
 // then the lanes reduce by butterfly. Every lane runs every iteration, so the
 // shuffles see the whole warp.
 //
-// With P > 0 (R 1), pre holds the row's first trips' loads (Pre<T>::load,
-// up to P of its full trips, every lane's block in the row), which it takes
-// in place of loading them: the same sums in the same order.
+// With P > 0, pre holds each row's first trips' loads (Pre<T>::load, up to
+// P of its full trips, every lane's block in the row; trip it of row r at
+// pre[R·it + r]), which it takes in place of loading them: the same sums in
+// the same order.
 template <int T, int R, int P = 0>
 __device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x, int nb, int lane, float *y,
                                          const typename Pre<T>::Raw *pre = nullptr) {
-	static_assert(P == 0 || R == 1, "preloaded trips are one row's");
 	typedef D8<T> D;
 	const int per = 32 / D::TPB;
 	int k = lane % D::TPB, first = lane / D::TPB;
@@ -909,15 +909,23 @@ __device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x
 #pragma unroll
 	for (int it = 0; it < P; it++) {
 		if (it >= held) break;
-		int b = it * per + first, dot = 0, off = 0;
-		uint32_t hw = 0;
-		Pre<T>::part(pre[it], k, x, b, dot, off, hw);
+		int b = it * per + first, dot[R], off[R];
+		uint32_t hw[R];
 #pragma unroll
-		for (int o = 1; o < D::TPB; o <<= 1) {
-			dot += __shfl_xor_sync(FULL, dot, o);
-			if (D::hasOff) off += __shfl_xor_sync(FULL, off, o);
+		for (int r = 0; r < R; r++) {
+			dot[r] = 0, off[r] = 0, hw[r] = 0;
+			Pre<T>::part(pre[R * it + r], k, x, b, dot[r], off[r], hw[r]);
 		}
-		if (k == 0) acc[0] = __fadd_rn(acc[0], Pre<T>::fin(pre[it], x, b, dot, off, hw));
+#pragma unroll
+		for (int o = 1; o < D::TPB; o <<= 1)
+#pragma unroll
+			for (int r = 0; r < R; r++) {
+				dot[r] += __shfl_xor_sync(FULL, dot[r], o);
+				if (D::hasOff) off[r] += __shfl_xor_sync(FULL, off[r], o);
+			}
+		if (k == 0)
+#pragma unroll
+			for (int r = 0; r < R; r++) acc[r] = __fadd_rn(acc[r], Pre<T>::fin(pre[R * it + r], x, b, dot[r], off[r], hw[r]));
 	}
 #pragma unroll UN
 	for (int it = held; it < full; it++) trip(it, true);
