@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench/cuda/pre-ab.sh: the decode's Q4_0, Q8_0,
 # Q4_K and Q6_K mat-vec launches of at most one block a multiprocessor
-# (TinyLlama's o and down) on mvp_<type>, whose warps load their first row's
+# (TinyLlama's o and down, and Q4_0's q, k, v: HYBRID_CUDA_PRE_ROPE=0 leaves
+# those out) on mvp_<type>, whose warps load their first row's
 # first trips (four; two for Q4_K, one for Q6_K) into registers before
 # griddepcontrol.wait (devices/cuda/measure/boundary.cu on an H200: 2048×2048
 # 3.03 µs a phase as graph launches, 2.98 as PDL, 2.36 as PDL with the first
@@ -10,8 +11,9 @@
 # launched plainly; the fused ones on mvp_ where it applies), the greedy
 # chains, then alternates tg128 with HYBRID_CUDA_PRE=0 (mvw_, as before) and
 # without, twice, on TinyLlama Q4_0, Q8_0 and Q4_K_M. Thirty-third session,
-# H200: Q4_0 1667 → 1729 tok/s, Q8_0 1353 → 1390, Q4_K_M 1563 → 1599
-# (bench/cuda/logs/issue15-2026-11-29-s33.txt).
+# H200: Q4_0 1667 → 1729 tok/s, Q8_0 1353 → 1390, Q4_K_M 1563 → 1599, before
+# Q4_0's q, k, v took it too (HYBRID_CUDA_PRE_ROPE=0 against it: 1709 → 1790;
+# bench/cuda/logs/issue15-2026-11-29-s33.txt).
 #
 #   here:  mkdir -p .device/n && CGO_ENABLED=1 go build -tags cuda -ldflags="-s -w" -o .device/n/hybrid ./cmd/hybrid
 #          CGO_ENABLED=1 go test -c -tags cuda -ldflags="-s -w" -o .device/n/cuda.test ./devices/cuda
@@ -28,7 +30,7 @@ for m in tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q8_0 tinyllama-1.1b:Q4_K_M; do
   f=/tmp/${m%%:*}-${m##*:}.gguf
   [ -f $f ] || taskset -c 8-15 $P/hybrid synth --preset ${m%%:*} --type ${m##*:} -o $f >/dev/null &
 done
-echo "== exactness $(cd devices/cuda && timeout 200 taskset -c 0-7 $P/cuda.test -test.run 'TestFusedDecodeIsExact|TestFusedMVRopeVariants' 2>&1 | tail -1)"
+echo "== exactness $(cd devices/cuda && timeout 200 taskset -c 0-7 $P/cuda.test -test.run 'TestFusedDecodeIsExact|TestFusedMVRopeVariants|TestMVPreIsExact' 2>&1 | tail -1)"
 echo "   chains $(cd runtime && HYBRID_TEST_MODELS=$P/vm timeout 90 taskset -c 0-7 $P/runtime.test -test.short -test.run 'TestCUDAGreedyChain|TestCUDASequences' 2>&1 | tail -1)"
 wait
 echo "== synth done at ${SECONDS}s"

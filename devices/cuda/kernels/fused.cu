@@ -234,10 +234,16 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // PRE (mvp_<type>, Pre<T> of Q4_0, Q8_0, Q4_K and Q6_K): each warp loads its first
 // row's first preTrips<T>() trips of weights into registers before it waits for the
 // launch before (or, built for compute_80, before it stages x), for the
-// launches of at most one block a multiprocessor (launchMV), where a block of
-// the launch after fits beside this one's. devices/cuda/measure/boundary.cu
-// on an H200: a 2048×2048 phase 3.03 µs as graph launches, 2.98 as PDL,
-// 2.36 as PDL with the first row held. preTrips<T>() is MV_PRE trips a warp,
+// launches of at most one block a multiprocessor (launchMV): MV_PLAIN and
+// MV_ADD, and Q4_0's MV_ROPE, whose unit's two rows take MV_PRE / 2 trips
+// each. Their blocks, let in early by the launch before (PDL), load while it
+// ends instead of idling at the wait. devices/cuda/measure/boundary.cu on an
+// H200: a 2048×2048 phase 3.03 µs as graph launches, 2.98 as PDL, 2.36 as
+// PDL with the first row held. tg128 on an H200 (thirty-third session,
+// alternated): HYBRID_CUDA_PRE=0 against MV_PLAIN and MV_ADD's, TinyLlama
+// Q4_0 1667 → 1729 tok/s, Q8_0 1353 → 1390, Q4_K_M 1563 → 1599; then
+// HYBRID_CUDA_PRE_ROPE=0 against Q4_0's MV_ROPE too, 1709 → 1790.
+// preTrips<T>() is MV_PRE trips a warp,
 // two for Q4_K and one for Q6_K, whose trips are twelve and nineteen words
 // a lane (Q4_K's four spilled 152 bytes at 128 registers, Q6_K's two 32):
 // a TinyLlama row of 2048 weights whole, or most of one of 5632 (Q6_K: a
@@ -273,9 +279,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	// Q4_K_M 2%; prefetch.global.L1 of it, and PDL for the launches of one
 	// block a multiprocessor only, gained less (bench/RESULTS.md). Holding
 	// the first row's first trips in registers before the wait instead
-	// (PRE, mvp_) gained TinyLlama Q4_0 1667 → 1729 tok/s, Q8_0 1353 →
-	// 1390, Q4_K_M 1563 → 1599 (HYBRID_CUDA_PRE=0 against it, alternated,
-	// thirty-third session).
+	// gains more (PRE, mvp_, above).
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 	// MV_ROPE's loads ahead: Q4_0's pairs of rows loaded at once (pair_dots),
