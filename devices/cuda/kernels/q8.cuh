@@ -906,6 +906,8 @@ __device__ __forceinline__ void row_dotq(const uint8_t *const *rows, const XQ &x
 	};
 	constexpr int UN = T == T_Q6_K ? Q6K_UNROLL : T == T_Q8_0 ? Q80_UNROLL : MV_UNROLL;
 	int held = P > 0 && pre ? min(P, full) : 0;
+	// The held trips: trip's steps on the loads made ahead. Kept apart from
+	// trip, so that every row_dotq without them compiles as it did.
 #pragma unroll
 	for (int it = 0; it < P; it++) {
 		if (it >= held) break;
