@@ -623,7 +623,10 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	warps := 8
 	if wide {
 		warps = k.threads / 32
-		if k == tk.mvw && tk.mvw2.fn != nil && d.twoBlocks((total+warps-1)/warps) {
+	}
+	need := (total + warps - 1) / warps // blocks, one row (unit) a warp
+	if wide {
+		if k == tk.mvw && tk.mvw2.fn != nil && d.twoBlocks(need) {
 			k = tk.mvw2
 		}
 		// A launch of at most one block a multiprocessor, as programmatic
@@ -631,14 +634,14 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		// it waits for the launch before (mvp_ in kernels/fused.cu); for
 		// MV_ROPE, Q4_0's, whose pairs of rows go at once (pair_dots).
 		pre := mode == mvPlain || mode == mvAdd || mode == mvRope && w0.typ == quant.Q4_0 && ropePair2 && !noPreRope
-		if k == tk.mvw && tk.mvp.fn != nil && d.k.pdl && !noPre && pre && (total+warps-1)/warps <= d.sms {
+		if k == tk.mvw && tk.mvp.fn != nil && d.k.pdl && !noPre && pre && need <= d.sms {
 			k = tk.mvp
 			d.stats.mvPre++
 		}
 	}
 	a.i64(int64(rb2))
 	shmem := stageBytes(w0.typ, cols)
-	blocks, err := mvBlocks(d, k, (total+warps-1)/warps, 32*warps, shmem)
+	blocks, err := mvBlocks(d, k, need, 32*warps, shmem)
 	if err != nil {
 		return err
 	}
