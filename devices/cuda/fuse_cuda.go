@@ -637,6 +637,11 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		if k == tk.mvw && tk.mvp.fn != nil && d.k.pdl && !noPre && pre && need <= d.sms {
 			k = tk.mvp
 			d.stats.mvPre++
+		} else if k == tk.mvw && mode == mvSiLU && tk.mvsp.fn != nil && d.k.pdl && !noPre && !noPreSiLU {
+			// Q4_0's gate and up at two blocks a multiprocessor: the first
+			// unit's two rows' first trip each (mvsp_q4_0).
+			k = tk.mvsp
+			d.stats.mvPre++
 		}
 	}
 	a.i64(int64(rb2))
@@ -650,10 +655,12 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 }
 
 // noPre is HYBRID_CUDA_PRE=0: no mvp_ launches, to measure them;
-// noPreRope is HYBRID_CUDA_PRE_ROPE=0: none for MV_ROPE.
+// noPreRope is HYBRID_CUDA_PRE_ROPE=0: none for MV_ROPE; noPreSiLU is
+// HYBRID_CUDA_PRE_SILU=0: no mvsp_ for MV_SILU.
 var (
 	noPre     = os.Getenv("HYBRID_CUDA_PRE") == "0"
 	noPreRope = os.Getenv("HYBRID_CUDA_PRE_ROPE") == "0"
+	noPreSiLU = os.Getenv("HYBRID_CUDA_PRE_SILU") == "0"
 )
 
 // mixedRope are the pairs of q's and k's type and v's type with an MV_ROPE

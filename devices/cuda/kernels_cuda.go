@@ -88,6 +88,7 @@ type typed struct {
 	mvw                    kernel // the same with more warps a block (its threads), for mvwTypes only
 	mvw2                   kernel // mvw held to two blocks a multiprocessor, Q6_K only (launchMV)
 	mvp                    kernel // mvw with each warp's first row loaded before the wait, Q4_0, Q8_0, Q4_K and Q6_K only (launchMV)
+	mvsp                   kernel // mvw for MV_SILU alone, each warp's first gate and up rows' first trip loaded before the wait, Q4_0 only (launchMV)
 	mvb, xq                kernel // mat-vecs of several rows on 8-bit activations, and their quantization (kernels/fused.cu)
 	mvt, mvt2              kernel // mvb on 8-bit tensor cores for up to 16 and 32 rows (kernels/fused.cu), for mvtTypes only
 	mvtw, mvtw2            kernel // the same with eight warps a block (mvtWarps)
@@ -243,6 +244,11 @@ func loadKernels(major int) (*kernels, error) {
 		}
 		if t == quant.Q4_0 || t == quant.Q8_0 || t == quant.Q4_K || t == quant.Q6_K {
 			if tk.mvp, err = wideMV(fm, "mvp_"+n); err != nil {
+				return nil, err
+			}
+		}
+		if t == quant.Q4_0 {
+			if tk.mvsp, err = wideMV(fm, "mvsp_"+n); err != nil {
 				return nil, err
 			}
 		}

@@ -284,8 +284,10 @@ func replayTime(g *Device, reps int, queue func() error) (time.Duration, error) 
 // first row's first trips before they wait for the launch before) against
 // mvw_ (noPre) bit for bit, plain and with the residual add, at TinyLlama's
 // o and down shapes, at fewer rows than warps, and at rows shorter than
-// the trips it loads ahead; and that launchMV took it where it applies
-// (Hopper, launches of at most one block a multiprocessor).
+// the trips it loads ahead; and mvsp_q4_0 (gate and up with SiLU·mul, their
+// first rows' first trip loaded ahead) at TinyLlama's gate and up; and that
+// launchMV took them where they apply (Hopper; mvp_ for launches of at most
+// one block a multiprocessor).
 func TestMVPreIsExact(t *testing.T) {
 	g := gpu(t)
 	r := rand.New(rand.NewPCG(33, 34))
@@ -293,14 +295,22 @@ func TestMVPreIsExact(t *testing.T) {
 	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
 		for _, sh := range []struct {
 			rows, cols int
-			add        bool
-		}{{2048, 2048, false}, {2048, 5632, true}, {300, 2048, true}, {2048, 256, false}} {
-			name := fmt.Sprintf("%s/%dx%d", typ, sh.rows, sh.cols)
+			mode       int
+		}{{2048, 2048, mvPlain}, {2048, 5632, mvAdd}, {300, 2048, mvAdd}, {2048, 256, mvPlain}, {5632, 2048, mvSiLU}, {200, 2048, mvSiLU}} {
+			name := fmt.Sprintf("%s/%dx%d/mode=%d", typ, sh.rows, sh.cols, sh.mode)
 			t.Run(name, func(t *testing.T) {
-				data, _ := quantized(t, r, typ, sh.rows, sh.cols)
-				w := &ops.Weight{Name: "mvpre." + name, Type: typ, Rows: sh.rows, Cols: sh.cols}
-				if err := g.LoadWeight(w, data); err != nil {
-					t.Fatal(err)
+				nw := 1
+				if sh.mode == mvSiLU {
+					nw = 2
+				}
+				var ws []*weight
+				for j := range nw {
+					data, _ := quantized(t, r, typ, sh.rows, sh.cols)
+					w := &ops.Weight{Name: fmt.Sprintf("mvpre.%s.%d", name, j), Type: typ, Rows: sh.rows, Cols: sh.cols}
+					if err := g.LoadWeight(w, data); err != nil {
+						t.Fatal(err)
+					}
+					ws = append(ws, g.weights[w.Name])
 				}
 				buf := func(n int, v []float32) *Buffer {
 					b, err := g.Alloc(n)
@@ -316,38 +326,53 @@ func TestMVPreIsExact(t *testing.T) {
 					return b.(*Buffer)
 				}
 				x, res := buf(sh.cols, verify.RandVec(r, sh.cols)), buf(sh.rows, verify.RandVec(r, sh.rows))
-				mode := mvPlain
-				if sh.add {
-					mode = mvAdd
-				}
-				run := func(pre bool) (y, sum []float32, pres int) {
+				// The products (one a weight) and the sum (MV_ADD's residual
+				// add, MV_SILU's SiLU·mul).
+				run := func(pre bool) (outs [][]float32, pres int) {
 					noPre = !pre
-					yb, sb := buf(sh.rows, nil), buf(sh.rows, nil)
+					var mw []mvWeight
+					var bs []*Buffer
+					for _, w := range ws {
+						b := buf(sh.rows, nil)
+						mw, bs = append(mw, mvWeight{w, b}), append(bs, b)
+					}
+					sb := buf(sh.rows, nil)
 					p0 := mvPres(g)
-					if err := g.do(func() error { return g.launchMV(x, 0, nil, 0, []mvWeight{{g.weights[w.Name], yb}}, mode, res, sb, nil) }); err != nil {
+					if err := g.do(func() error { return g.launchMV(x, 0, nil, 0, mw, sh.mode, res, sb, nil) }); err != nil {
 						t.Fatal(err)
 					}
-					y, sum = make([]float32, sh.rows), make([]float32, sh.rows)
-					if err := g.Read(y, yb); err != nil {
-						t.Fatal(err)
+					if sh.mode != mvPlain {
+						bs = append(bs, sb)
 					}
-					if err := g.Read(sum, sb); err != nil {
-						t.Fatal(err)
+					for _, b := range bs {
+						o := make([]float32, sh.rows)
+						if err := g.Read(o, b); err != nil {
+							t.Fatal(err)
+						}
+						outs = append(outs, o)
 					}
-					return y, sum, mvPres(g) - p0
+					return outs, mvPres(g) - p0
 				}
-				wy, ws, n0 := run(false)
-				gy, gs, n1 := run(true)
-				want := 0
-				if g.k.pdl && g.mvWarps() == 16 && (sh.rows+15)/16 <= g.sms {
-					want = 1
+				want, n0 := run(false)
+				got, n1 := run(true)
+				pre := 0
+				switch {
+				case !g.k.pdl || g.mvWarps() != 16:
+				case sh.mode == mvSiLU:
+					if typ == quant.Q4_0 {
+						pre = 1
+					}
+				case (sh.rows+15)/16 <= g.sms:
+					pre = 1
 				}
-				if n0 != 0 || n1 != want {
-					t.Fatalf("mvp_ launches: %d with noPre, %d without, want %d (programmatic dependent launches %v)", n0, n1, want, g.k.pdl)
+				if n0 != 0 || n1 != pre {
+					t.Fatalf("launches with loads ahead: %d with noPre, %d without, want %d (programmatic dependent launches %v)", n0, n1, pre, g.k.pdl)
 				}
-				for i := range wy {
-					if math.Float32bits(gy[i]) != math.Float32bits(wy[i]) || sh.add && math.Float32bits(gs[i]) != math.Float32bits(ws[i]) {
-						t.Fatalf("row %d: mvp_ %v (sum %v), mvw_ %v (sum %v)", i, gy[i], gs[i], wy[i], ws[i])
+				for o := range want {
+					for i := range want[o] {
+						if math.Float32bits(got[o][i]) != math.Float32bits(want[o][i]) {
+							t.Fatalf("output %d, row %d: loaded ahead %v, mvw_ %v", o, i, got[o][i], want[o][i])
+						}
 					}
 				}
 			})

@@ -252,7 +252,7 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 #define MV_PRE 4
 #endif
 template <int T> __host__ __device__ constexpr int preTrips() { return T == T_Q6_K ? 1 : T == T_Q4_K ? 2 : MV_PRE; }
-template <int T, int NT, int T2 = T, bool SEQ = false, bool PB = false, bool PRE = false>
+template <int T, int NT, int T2 = T, bool SEQ = false, bool PB = false, bool PRE = false, int PS = 0>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
                                    const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,
@@ -290,7 +290,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	typename Pre<T>::Raw pre[PRE ? preTrips<T>() : 1];
 	const uint8_t *preRow = nullptr;
 	int g0 = blockIdx.x * (NT / 32) + warp; // the warp's first unit (the loop below's first g)
-	if (PRE && (mode == MV_PLAIN || mode == MV_ADD || (mode == MV_ROPE && PRE_ROPE)) && g0 < total) {
+	if (PRE && (mode == MV_PLAIN || mode == MV_ADD || (mode == MV_ROPE && PRE_ROPE) || (mode == MV_SILU && PS > 0)) && g0 < total) {
 		// The warp's first row and its first full trips' loads, as
 		// row_dotq would issue them; for MV_ROPE, where the unit's two
 		// rows are loaded at once (pair_dots), both rows' first trips,
@@ -302,6 +302,8 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			const uint8_t *W = u.kind == 0 ? W0 : u.kind == 1 ? W1 : W2;
 			rows[0] = W + u.a * rb, rows[1] = W + u.b * rb;
 			R = u.n == 2 && ((rope >> 26) & 1) ? 2 : 0;
+		} else if (PS > 0 && mode == MV_SILU) {
+			rows[0] = W0 + g0 * rb, rows[1] = W1 + g0 * rb, R = 2;
 		} else
 			rows[0] = g0 < r0 ? W0 + g0 * rb : g0 < r0 + r1 ? W1 + (g0 - r0) * rb : W2 + (g0 - r0 - r1) * rb;
 		preRow = R ? rows[0] : nullptr;
@@ -315,9 +317,9 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 					pre[it] = Pre<T>::load(rows[0] + blkAt<T>(b), k, b);
 				}
 			}
-		} else if (PRE_ROPE && R == 2) {
+		} else if ((PRE_ROPE || PS > 0) && R == 2) {
 #pragma unroll
-			for (int it = 0; it < MV_PRE / 2; it++) {
+			for (int it = 0; it < (PS > 0 ? PS : MV_PRE / 2); it++) {
 				if (it < full) {
 					int b = it * per + first;
 #pragma unroll
@@ -457,7 +459,9 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		float y[2];
 		if (D8<T>::block) {
 			const uint8_t *rs[2] = {W, U};
-			if (PRE && W == preRow) {
+			if (PS > 0 && mode == MV_SILU && W == preRow) {
+				row_dotq<T, 2, PS>(rs, xq, nb, lane, y, pre);
+			} else if (PRE && W == preRow) {
 				row_dotq<T, 1, PRE ? preTrips<T>() : 0>(rs, xq, nb, lane, y, pre);
 			} else if (mode == MV_SILU && SEQ) {
 				row_dotq<T, 1>(rs, xq, nb, lane, y);
@@ -533,6 +537,10 @@ MVP(T_Q8_0, q8_0)
 MVP(T_Q4_K, q4_k)
 #define MVP_BIG(id, name) MV_K(mvp_##name, (MVW_THREADS_BIG, 1), mode, id, MVW_THREADS_BIG, id, false, false, true)
 MVP_BIG(T_Q6_K, q6_k)
+#ifndef MV_PRE_SILU
+#define MV_PRE_SILU 1
+#endif
+MV_K(mvsp_q4_0, (MVW_THREADS_SMALL, 2), MV_SILU, T_Q4_0, MVW_THREADS_SMALL, T_Q4_0, false, false, true, MV_PRE_SILU)
 
 // mvr_<type>_<type2> and mvrw_<type>_<type2>: MV_ROPE's launch (on eight and
 // on sixteen warps a block) where v's weight is of type2 and q's and k's of
