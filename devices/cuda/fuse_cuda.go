@@ -612,11 +612,12 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		k, wide = tk.mvw, true
 	}
 	rb2 := w0.rowBytes
+	var ropePre kernel // mvrp_, where the pair has one
 	if mode == mvRope {
 		if mk, ok := d.k.mvRope[[2]quant.Type{w0.typ, ws[2].w.typ}]; ok {
 			k, rb2 = mk[0], ws[2].w.rowBytes
 			if wide {
-				k = mk[1]
+				k, ropePre = mk[1], mk[2]
 			}
 		}
 	}
@@ -632,15 +633,20 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		// A launch of at most one block a multiprocessor, as programmatic
 		// dependent launches: each warp's first row's loads go out before
 		// it waits for the launch before (mvp_ in kernels/fused.cu); for
-		// MV_ROPE, Q4_0's, whose pairs of rows go at once (pair_dots).
+		// MV_ROPE, Q4_0's and (on mvrp_q4_k_q4_k) Q4_K's, whose pairs of
+		// rows go at once (pair_dots).
 		pre := mode == mvPlain || mode == mvAdd || mode == mvRope && w0.typ == quant.Q4_0 && ropePair2 && !noPreRope
-		if k == tk.mvw && tk.mvp.fn != nil && d.k.pdl && !noPre && pre && need <= d.sms {
+		fits := d.k.pdl && !noPre && need <= d.sms
+		if k == tk.mvw && tk.mvp.fn != nil && pre && fits {
 			k = tk.mvp
 			d.stats.mvPre++
 		} else if k == tk.mvw && mode == mvSiLU && tk.mvsp.fn != nil && d.k.pdl && !noPre && !noPreSiLU {
 			// Q4_0's gate and up at two blocks a multiprocessor: the first
 			// unit's two rows' first trip each (mvsp_q4_0).
 			k = tk.mvsp
+			d.stats.mvPre++
+		} else if mode == mvRope && ropePre.fn != nil && ropePair2 && !noPreRope && fits {
+			k = ropePre
 			d.stats.mvPre++
 		}
 	}

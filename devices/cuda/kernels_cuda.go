@@ -112,7 +112,7 @@ type kernels struct {
 	// in kernels/attention.cu): [head size 64, 128][up to 1, 2, 4, 8 query
 	// heads a block].
 	attentionG [2][4]kernel
-	mvRope     map[[2]quant.Type][2]kernel // mvr_ and mvrw_ of ropeKernels' pairs: MV_ROPE alone (v of another type, or q and k two rows at once), on 8 and 16 warps
+	mvRope     map[[2]quant.Type][3]kernel // mvr_ and mvrw_ of ropeKernels' pairs: MV_ROPE alone (v of another type, or q and k two rows at once), on 8 and 16 warps; and mvrp_, Q4_K's alone, with loads ahead
 	ropeKV     kernel                      // fused decode RoPE and cache append
 	mmtSum     kernel                      // the sum of a split-K prefill mat-mul's slices (kernels/matmul.cu)
 	toF16      kernel                      // a prefill mat-mul's activations rounded to f16 (kernels/matmul.cu)
@@ -126,7 +126,7 @@ type kernels struct {
 // GPU whose compute capability's major number is major: the compute_90
 // builds of the fused and attention modules from 9 (Hopper) on, unless noPDL.
 func loadKernels(major int) (*kernels, error) {
-	k := &kernels{byType: map[quant.Type]*typed{}, mvRope: map[[2]quant.Type][2]kernel{}, pdl: major >= 9 && !noPDL}
+	k := &kernels{byType: map[quant.Type]*typed{}, mvRope: map[[2]quant.Type][3]kernel{}, pdl: major >= 9 && !noPDL}
 	load := func(ptx string) (module, error) {
 		m, err := loadModule(ptx)
 		if err != nil {
@@ -313,12 +313,17 @@ func loadKernels(major int) (*kernels, error) {
 	}
 	for _, p := range ropeKernels {
 		n := typeNames[p[0]] + "_" + typeNames[p[1]]
-		var ks [2]kernel
+		var ks [3]kernel
 		if ks[0], err = get(fm, "mvr_"+n); err != nil {
 			return nil, err
 		}
 		if ks[1], err = wideMV(fm, "mvrw_"+n); err != nil {
 			return nil, err
+		}
+		if p == [2]quant.Type{quant.Q4_K, quant.Q4_K} {
+			if ks[2], err = wideMV(fm, "mvrp_"+n); err != nil {
+				return nil, err
+			}
 		}
 		k.mvRope[p] = ks
 	}

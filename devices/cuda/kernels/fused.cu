@@ -141,7 +141,6 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 	}
 	int n = kind == 2 ? nv : 2;
 	static_assert(T2 == T || (D8<T2>::block == D8<T>::block && D8<T2>::q81 == D8<T>::q81 && D8<T>::block), "v's activations quantized as q's");
-	static_assert(P == 0 || T2 == T, "loads ahead of one type");
 	float y[2];
 	if (T2 != T && kind == 2)
 		pair_dots<T2>(W, a, b, n, rb2, xq, xs, cols / (D8<T2>::block ? D8<T2>::block : 1), cols, lane, y);
@@ -282,11 +281,11 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	// gains more (PRE, mvp_, above).
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-	// MV_ROPE's loads ahead: Q4_0's pairs of rows loaded at once (pair_dots),
-	// MV_PRE / 2 trips of each row. (Q8_0's took mvp_q8_0 to 126 registers
-	// and 16 bytes spilled, at one trip of each row too; Q4_K's MV_ROPE
-	// launches take mvr_q4_k_*, ropeKernels in fuse_cuda.go.)
-	constexpr bool PRE_ROPE = PRE && T == T_Q4_0;
+	// MV_ROPE's loads ahead: Q4_0's (mvp_q4_0) and Q4_K's (mvrp_q4_k_q4_k)
+	// pairs of rows loaded at once (pair_dots), half of preTrips<T>() trips
+	// of each row. (Q8_0's took mvp_q8_0 to 126 registers and 16 bytes
+	// spilled, at one trip of each row too.)
+	constexpr bool PRE_ROPE = PRE && (T == T_Q4_0 || (T == T_Q4_K && PB));
 	typename Pre<T>::Raw pre[PRE ? preTrips<T>() : 1];
 	const uint8_t *preRow = nullptr;
 	int g0 = blockIdx.x * (NT / 32) + warp; // the warp's first unit (the loop below's first g)
@@ -301,7 +300,8 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			RopeUnit u = rope_unit(g0, rope, r0, r1);
 			const uint8_t *W = u.kind == 0 ? W0 : u.kind == 1 ? W1 : W2;
 			rows[0] = W + u.a * rb, rows[1] = W + u.b * rb;
-			R = u.n == 2 && ((rope >> 26) & 1) ? 2 : 0;
+			// (Not v's rows where they are of another type, T2.)
+			R = u.n == 2 && ((rope >> 26) & 1) && (T2 == T || u.kind < 2) ? 2 : 0;
 		} else if (PS > 0 && mode == MV_SILU) {
 			rows[0] = W0 + g0 * rb, rows[1] = W1 + g0 * rb, R = 2;
 		} else
@@ -319,7 +319,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			}
 		} else if ((PRE_ROPE || PS > 0) && R == 2) {
 #pragma unroll
-			for (int it = 0; it < (PS > 0 ? PS : MV_PRE / 2); it++) {
+			for (int it = 0; it < (PS > 0 ? PS : preTrips<T>() / 2); it++) {
 				if (it < full) {
 					int b = it * per + first;
 #pragma unroll
@@ -439,7 +439,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	int nb = cols / (D8<T>::block ? D8<T>::block : 1);
 	for (int g = blockIdx.x * (NT / 32) + warp; g < total; g += nwarps) {
 		if (mode == MV_ROPE) {
-			rope_rows<T, T2, PB, PRE_ROPE ? MV_PRE / 2 : 0>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, rb2, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc,
+			rope_rows<T, T2, PB, PRE_ROPE ? preTrips<T>() / 2 : 0>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, rb2, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc,
 			                                                  rope, rscale, posp, freqs, rsc, PRE ? pre : nullptr, preRow);
 			continue;
 		}
@@ -558,6 +558,11 @@ MV_K(mvsp_q4_0, (MVW_THREADS_SMALL, 2), MV_SILU, T_Q4_0, MVW_THREADS_SMALL, T_Q4
 	MVR_K(mvrw_##name##_##name2, MVW_THREADS_SMALL, id, id2, pb)
 MVR(T_Q4_K, q4_k, T_Q6_K, q6_k, true)
 MVR(T_Q4_K, q4_k, T_Q4_K, q4_k, true)
+// mvrp_q4_k_q4_k: mvrw_q4_k_q4_k with each warp's first unit's two rows'
+// first trip loaded before the wait (PRE), for the launches of at most one
+// block a multiprocessor under PDL (launchMV). (mvrp_q4_k_q6_k, v of Q6_K,
+// spilled 72 bytes at 128 registers.)
+MV_K(mvrp_q4_k_q4_k, (MVW_THREADS_SMALL, 1), MV_ROPE, T_Q4_K, MVW_THREADS_SMALL, T_Q4_K, false, true, true)
 MVR(T_Q5_K, q5_k, T_Q6_K, q6_k, false)
 MVR(T_Q5_0, q5_0, T_Q8_0, q8_0, false)
 
