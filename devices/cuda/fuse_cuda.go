@@ -648,6 +648,9 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		} else if mode == mvRope && ropePre.fn != nil && ropePair2 && !noPreRope && fits {
 			k = ropePre
 			d.stats.mvPre++
+		} else if k == tk.mvw && mode == mvRope && tk.mvrp.fn != nil && ws[2].w.typ == w0.typ && ropePair2 && !noPreRope && fits {
+			k = tk.mvrp // mvrp_q8_0_q8_0
+			d.stats.mvPre++
 		}
 	}
 	a.i64(int64(rb2))

@@ -262,8 +262,8 @@ func TestFusedRopeVariants(t *testing.T) {
 // and k and appends k and v to the cache (MV_ROPE, fuse_cuda.go), then
 // attention. Every value the six ops write must be the same bit for bit;
 // for rows of 256 and of 2048, and the ops alone on mvw_, so that the fused
-// launch on mvp_q4_0 or mvrp_q4_k_q4_k (first trips loaded ahead) is checked
-// against it.
+// launch on mvp_q4_0, mvrp_q4_k_q4_k or mvrp_q8_0_q8_0 (first trips loaded
+// ahead) is checked against it.
 func TestFusedMVRopeVariants(t *testing.T) {
 	g := gpu(t)
 	defer SetFuse(g, true)
@@ -359,13 +359,14 @@ func TestFusedMVRopeVariants(t *testing.T) {
 						if f1 := MVRopes(g); f1-f0 != 2 {
 							t.Fatalf("%d mat-vec launches with their rope over two decode steps, want 2", f1-f0)
 						}
-						// mvp_ where launchMV takes it: Q4_0's pairs at once, and
-						// Q4_K's where v is Q4_K too (mvrp_q4_k_q4_k), on
-						// Hopper, in a launch of at most one block (sixteen
-						// warps, a unit each) a multiprocessor.
+						// mvp_ where launchMV takes it: Q4_0's pairs at once,
+						// Q4_K's where v is Q4_K too (mvrp_q4_k_q4_k) and
+						// Q8_0's (mvrp_q8_0_q8_0), on Hopper, in a launch of
+						// at most one block (sixteen warps, a unit each) a
+						// multiprocessor.
 						blocks := ((v.heads+v.kvh)*v.hd/2 + v.kvh*v.hd + 15) / 16
 						want := 0
-						pre := types[0] == quant.Q4_0 || types[0] == quant.Q4_K && types[2] == quant.Q4_K
+						pre := types[0] == quant.Q4_0 || types[0] == quant.Q4_K && types[2] == quant.Q4_K || types[0] == quant.Q8_0 && types[2] == quant.Q8_0
 						if g.k.pdl && pre && !units[0] && units[1] && blocks <= g.sms {
 							want = 2
 						}

@@ -234,8 +234,8 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 // row's first preTrips<T>() trips of weights into registers before it waits for the
 // launch before (or, built for compute_80, before it stages x), for the
 // launches of at most one block a multiprocessor (launchMV): MV_PLAIN and
-// MV_ADD, and Q4_0's MV_ROPE, whose unit's two rows take MV_PRE / 2 trips
-// each. Their blocks, let in early by the launch before (PDL), load while it
+// MV_ADD, and MV_ROPE (Q4_0's on mvp_q4_0, Q4_K's and Q8_0's on mvrp_),
+// whose unit's two rows take half of preTrips<T>() trips each. Their blocks, let in early by the launch before (PDL), load while it
 // ends instead of idling at the wait. devices/cuda/measure/boundary.cu on an
 // H200: a 2048×2048 phase 3.03 µs as graph launches, 2.98 as PDL, 2.36 as
 // PDL with the first row held. tg128 on an H200 (thirty-third session,
@@ -281,11 +281,13 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	// gains more (PRE, mvp_, above).
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-	// MV_ROPE's loads ahead: Q4_0's (mvp_q4_0) and Q4_K's (mvrp_q4_k_q4_k)
-	// pairs of rows loaded at once (pair_dots), half of preTrips<T>() trips
-	// of each row. (Q8_0's took mvp_q8_0 to 126 registers and 16 bytes
-	// spilled, at one trip of each row too.)
-	constexpr bool PRE_ROPE = PRE && (T == T_Q4_0 || (T == T_Q4_K && PB));
+	// MV_ROPE's loads ahead: Q4_0's (mvp_q4_0), Q4_K's (mvrp_q4_k_q4_k)
+	// and Q8_0's (mvrp_q8_0_q8_0) pairs of rows loaded at once
+	// (pair_dots), half of preTrips<T>() trips of each row. (In
+	// mvp_q8_0 itself, even one trip a row took it to 126 registers and 16
+	// bytes spilled; in a kernel of its own, marked by PB, which changes
+	// nothing else for Q8_0, two take 91 registers and none.)
+	constexpr bool PRE_ROPE = PRE && (T == T_Q4_0 || ((T == T_Q4_K || T == T_Q8_0) && PB));
 	typename Pre<T>::Raw pre[PRE ? preTrips<T>() : 1];
 	const uint8_t *preRow = nullptr;
 	int g0 = blockIdx.x * (NT / 32) + warp; // the warp's first unit (the loop below's first g)
@@ -560,9 +562,14 @@ MVR(T_Q4_K, q4_k, T_Q6_K, q6_k, true)
 MVR(T_Q4_K, q4_k, T_Q4_K, q4_k, true)
 // mvrp_q4_k_q4_k: mvrw_q4_k_q4_k with each warp's first unit's two rows'
 // first trip loaded before the wait (PRE), for the launches of at most one
-// block a multiprocessor under PDL (launchMV). (mvrp_q4_k_q6_k, v of Q6_K,
-// spilled 72 bytes at 128 registers.)
+// block a multiprocessor under PDL (launchMV); mvrp_q8_0_q8_0 Q8_0's
+// (91 registers, no spills; tg128 on an H200, thirty-fourth session,
+// HYBRID_CUDA_PRE_ROPE=0's launch against it: TinyLlama Q8_0 1393 → 1438).
+// (mvrp_q4_k_q6_k, v of Q6_K, spilled 72 bytes at 128 registers and gained
+// nothing; mvsp_ for Q4_K's and Q8_0's gate and up neither: branch
+// experiment/pre-more.)
 MV_K(mvrp_q4_k_q4_k, (MVW_THREADS_SMALL, 1), MV_ROPE, T_Q4_K, MVW_THREADS_SMALL, T_Q4_K, false, true, true)
+MV_K(mvrp_q8_0_q8_0, (MVW_THREADS_SMALL, 1), MV_ROPE, T_Q8_0, MVW_THREADS_SMALL, T_Q8_0, false, true, true)
 MVR(T_Q5_K, q5_k, T_Q6_K, q6_k, false)
 MVR(T_Q5_0, q5_0, T_Q8_0, q8_0, false)
 
