@@ -17,7 +17,7 @@
 # 1729 tok/s, Q8_0 1353 → 1390, Q4_K_M 1563 → 1599, before Q4_0's q, k, v took
 # it too (HYBRID_CUDA_PRE_ROPE=0 against it: 1709 → 1790;
 # bench/cuda/logs/issue15-2026-11-29-s33.txt); thirty-fourth, the q, k, v of
-# Q4_K (1595 → 1621) and of Q8_0 (1393 → 1438), Q4_0's gate and up (1780 →
+# Q4_K (1600 → 1621) and of Q8_0 (1393 → 1438), Q4_0's gate and up (1780 →
 # 1811; bench/cuda/logs/issue15-2026-11-29-s34.txt). The columns in this
 # form have not run yet.
 #
