@@ -633,8 +633,8 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		// A launch of at most one block a multiprocessor, as programmatic
 		// dependent launches: each warp's first row's loads go out before
 		// it waits for the launch before (mvp_ in kernels/fused.cu); for
-		// MV_ROPE, Q4_0's and (on mvrp_q4_k_q4_k) Q4_K's, whose pairs of
-		// rows go at once (pair_dots).
+		// MV_ROPE, Q4_0's, Q4_K's (mvrp_q4_k_q4_k, v of Q4_K) and Q8_0's
+		// (mvrp_q8_0_q8_0), whose pairs of rows go at once (pair_dots).
 		pre := mode == mvPlain || mode == mvAdd || mode == mvRope && w0.typ == quant.Q4_0 && ropePair2 && !noPreRope
 		fits := d.k.pdl && !noPre && need <= d.sms
 		if k == tk.mvw && tk.mvp.fn != nil && pre && fits {
