@@ -619,6 +619,8 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 			if wide {
 				k, ropePre = mk[1], mk[2]
 			}
+		} else if wide && ws[2].w.typ == w0.typ {
+			ropePre = tk.mvrp // Q8_0's (mvrp_q8_0_q8_0)
 		}
 	}
 	warps := 8
@@ -647,9 +649,6 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 			d.stats.mvPre++
 		} else if mode == mvRope && ropePre.fn != nil && ropePair2 && !noPreRope && fits {
 			k = ropePre
-			d.stats.mvPre++
-		} else if k == tk.mvw && mode == mvRope && tk.mvrp.fn != nil && ws[2].w.typ == w0.typ && ropePair2 && !noPreRope && fits {
-			k = tk.mvrp // mvrp_q8_0_q8_0
 			d.stats.mvPre++
 		}
 	}
