@@ -18,8 +18,10 @@
 # it too (HYBRID_CUDA_PRE_ROPE=0 against it: 1709 → 1790;
 # bench/cuda/logs/issue15-2026-11-29-s33.txt); thirty-fourth, the q, k, v of
 # Q4_K (1600 → 1621) and of Q8_0 (1393 → 1438), Q4_0's gate and up (1780 →
-# 1811; bench/cuda/logs/issue15-2026-11-29-s34.txt). The columns in this
-# form have not run yet.
+# 1811; bench/cuda/logs/issue15-2026-11-29-s34.txt). Thirty-fifth session, these
+# columns at main 638ea17 (call E of bench/cuda/logs/issue15-2026-11-29-s35.txt; mvw,
+# no-rope, no-silu, all): Q4_0 1662 / 1739 / 1785 / 1811, Q8_0 1347 / 1390 / 1430 /
+# 1432, Q4_K_M 1562 / 1597 / 1600 / 1621 tok/s.
 #
 #   here:  mkdir -p .device/n && CGO_ENABLED=1 go build -tags cuda -ldflags="-s -w" -o .device/n/hybrid ./cmd/hybrid
 #          CGO_ENABLED=1 go test -c -tags cuda -ldflags="-s -w" -o .device/n/cuda.test ./devices/cuda
