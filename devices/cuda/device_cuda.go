@@ -195,6 +195,7 @@ type Device struct {
 	mvWarpsSet int            // warps a decode mat-vec block takes where set (SetMVWarps), else mvWarps's default
 	twoSet     bool           // every wide decode mat-vec with mvw2_<type> takes it (tests), else twoBlocks's rule
 	gqaHeads   int            // the most query heads a block of attention_g takes where set (tests), else gqaHeads's
+	span       int            // the most keys a row of the batch being run sees (stepSpan), 0 between batches
 	stage      unsafe.Pointer // pinned host staging for Write and Read
 	chain      chain          // the picks PickNext queued (devices.Chainer)
 	nstage     int

@@ -167,7 +167,7 @@ func TestDecodeAttention(t *testing.T) {
 				label = "the default"
 			}
 			line := fmt.Sprintf("ATTENTION %d/%d heads of %d, %s a block:", a.Heads, a.KVHeads, a.HeadDim, label)
-			for _, depth := range []int{16, 256, 1024, 4096} {
+			for _, depth := range []int{16, 256, 512, 1024, 2048, 4096} {
 				const reps, per = 5, 20
 				var el time.Duration
 				err := atDepth(g, op, depth, func(c *kvCache) (err error) {
@@ -194,7 +194,8 @@ func TestDecodeAttention(t *testing.T) {
 }
 
 // atDepth runs run on g's thread with op's cache and a step at position
-// depth-1 uploaded, so that a row's attention spans depth keys.
+// depth-1 uploaded, so that a row's attention spans depth keys (and
+// attendG chooses its grid for that span).
 func atDepth(g *Device, op *ops.Op, depth int, run func(c *kvCache) error) error {
 	return g.do(func() error {
 		c, err := g.kvFor(op)
@@ -204,8 +205,47 @@ func atDepth(g *Device, op *ops.Op, depth int, run func(c *kvCache) error) error
 		if err := g.uploadStep(depth-1, nil); err != nil {
 			return err
 		}
+		g.span = depth
+		defer func() { g.span = 0 }()
 		return run(c)
 	})
+}
+
+// TestAttendGShortSpans checks attention_g's grid: TinyLlama's 8 query
+// heads a KV head take one head a block (32 blocks a row) while no row
+// sees more than attgShortKeys keys, two beyond that or where the span is
+// not known, and Llama-7B's one head a KV head one block either way.
+func TestAttendGShortSpans(t *testing.T) {
+	d := &Device{}
+	tiny := ops.AttnParams{Heads: 32, KVHeads: 4, HeadDim: 64}
+	llama := ops.AttnParams{Heads: 32, KVHeads: 32, HeadDim: 128}
+	for _, c := range []struct {
+		a            ops.AttnParams
+		st           ops.Step
+		wantGroups   int
+		wantShortKey bool
+	}{
+		{tiny, ops.Step{Tokens: []int32{0}, Pos: 0}, 8, true},
+		{tiny, ops.Step{Tokens: []int32{0}, Pos: attgShortKeys - 1}, 8, true},
+		{tiny, ops.Step{Tokens: []int32{0}, Pos: attgShortKeys}, 4, false},
+		{tiny, ops.Step{Tokens: []int32{0, 0, 0}, Pos: attgShortKeys - 2}, 4, false},
+		{tiny, ops.Step{Tokens: []int32{0, 0}, Rows: []ops.Row{{Pos: 5}, {Pos: attgShortKeys - 1, Base: 4096}}}, 8, true},
+		{tiny, ops.Step{Tokens: []int32{0, 0}, Rows: []ops.Row{{Pos: 5}, {Pos: 4000, Base: 4096}}}, 4, false},
+		{llama, ops.Step{Tokens: []int32{0}, Pos: 10}, 1, true},
+		{llama, ops.Step{Tokens: []int32{0}, Pos: 4000}, 1, false},
+	} {
+		d.span = stepSpan(c.st)
+		if d.shortSpan() != c.wantShortKey {
+			t.Errorf("%+v: short span %v, want %v", c.st, d.shortSpan(), c.wantShortKey)
+		}
+		if _, groups, ok := d.attendG(c.a); !ok || groups != c.wantGroups {
+			t.Errorf("%d/%d heads, %+v: %d blocks a KV head (applies %v), want %d", c.a.Heads, c.a.KVHeads, c.st, groups, ok, c.wantGroups)
+		}
+	}
+	d.span = 0
+	if _, groups, _ := d.attendG(tiny); groups != 4 {
+		t.Errorf("span unknown: %d blocks a KV head, want 4", groups)
+	}
 }
 
 // TestAttentionHeadsExact checks that a few rows' attention by KV head

@@ -328,6 +328,10 @@ func (d *Device) runBatch(b []pending) error {
 			return fmt.Errorf("cuda: step upload: %w", err)
 		}
 	}
+	// The step's span picks attention_g's grid (attendG), so it is part
+	// of the key (sig).
+	d.span = stepSpan(b[0].st)
+	defer func() { d.span = 0 }()
 	key := d.sig(b)
 	if g := d.graphs[string(key)]; g != nil {
 		d.stats.replays++
@@ -389,7 +393,8 @@ func (d *Device) runOp(p pending) error {
 
 func opErr(p pending, err error) error { return fmt.Errorf("cuda: op %s: %w", p.op, err) }
 
-// sig is a batch's key: its token count and each op with its weight and buffers.
+// sig is a batch's key: its token count, whether its span is short
+// (shortSpan, for attendG's grid) and each op with its weight and buffers.
 func (d *Device) sig(b []pending) []byte {
 	k := binary.LittleEndian.AppendUint64(d.key[:0], uint64(len(b[0].st.Tokens)))
 	// A sequence's first cell is baked into the launches of its step; a
@@ -403,6 +408,11 @@ func (d *Device) sig(b []pending) []byte {
 			k = binary.LittleEndian.AppendUint64(k, uint64(p.st.Base))
 		} else {
 			k = binary.LittleEndian.AppendUint64(k, math.MaxUint64)
+		}
+		if d.shortSpan() {
+			k = append(k, 1)
+		} else {
+			k = append(k, 0)
 		}
 		break
 	}
@@ -1095,18 +1105,47 @@ var gqaHeads = func() int {
 // TinyLlama's tg128 960 → 1028 tok/s from eight to two.
 const attgMinBlocks = 16
 
+// attgMinBlocksShort is attgMinBlocks while no row of the step sees more
+// than attgShortKeys keys (d.span): TinyLlama's 32 query heads on 32
+// blocks of one. With HYBRID_CUDA_GQA_HEADS=1 on an H200 (thirty-fifth
+// session, tg128 at short spans) TinyLlama Q4_0 1812 → 1840 tok/s, Q4_K_M
+// 1615 → 1656, but at depth 4096 Q4_0 1301 → 1131: each block reads its
+// KV head's keys and values, and at long spans those reads dominate.
+const attgMinBlocksShort, attgShortKeys = 32, 1024
+
+// stepSpan is the most keys a row of st sees: its last row's position plus
+// one, or a batched step's largest.
+func stepSpan(st ops.Step) int {
+	if st.Rows == nil {
+		return st.Pos + len(st.Tokens)
+	}
+	n := 0
+	for _, r := range st.Rows {
+		n = max(n, r.Pos+1)
+	}
+	return n
+}
+
+// shortSpan reports whether the step being run (d.span) is known to have
+// no row that sees more than attgShortKeys keys.
+func (d *Device) shortSpan() bool { return d.span > 0 && d.span <= attgShortKeys }
+
 // attendG returns attention_g's kernel for a, its blocks per KV head and
 // whether it applies: head sizes 64 and 128, query heads a whole multiple
 // of the KV heads. A block takes up to eight query heads, halved while a
-// row has fewer than attgMinBlocks blocks, or as many as gqaHeads or the
-// test hook d.gqaHeads says.
+// row has fewer than attgMinBlocks blocks (attgMinBlocksShort at short
+// spans: shortSpan), or as many as gqaHeads or the test hook d.gqaHeads
+// says.
 func (d *Device) attendG(a ops.AttnParams) (kernel, int, bool) {
 	if noGQA || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 || (a.HeadDim != 64 && a.HeadDim != 128) {
 		return kernel{}, 0, false
 	}
 	g := a.Heads / a.KVHeads
-	most := 8
-	for most > 1 && a.KVHeads*((g+most-1)/most) < attgMinBlocks {
+	most, least := 8, attgMinBlocks
+	if d.shortSpan() {
+		least = attgMinBlocksShort
+	}
+	for most > 1 && a.KVHeads*((g+most-1)/most) < least {
 		most /= 2
 	}
 	if d.gqaHeads > 0 {
