@@ -216,7 +216,7 @@ func atDepth(g *Device, op *ops.Op, depth int, run func(c *kvCache) error) error
 // sees more than attgShortKeys keys, two beyond that or where the span is
 // not known, and Llama-7B's one head a KV head one block either way.
 func TestAttendGShortSpans(t *testing.T) {
-	d := &Device{}
+	d := &Device{k: &kernels{}} // attendG's choice only: no GPU
 	tiny := ops.AttnParams{Heads: 32, KVHeads: 4, HeadDim: 64}
 	llama := ops.AttnParams{Heads: 32, KVHeads: 32, HeadDim: 128}
 	for _, c := range []struct {

@@ -1126,9 +1126,13 @@ func stepSpan(st ops.Step) int {
 	return n
 }
 
+// noShortSpans (HYBRID_CUDA_ATTG_SHORT=0) keeps attgMinBlocks at every
+// span, to compare.
+var noShortSpans = os.Getenv("HYBRID_CUDA_ATTG_SHORT") == "0"
+
 // shortSpan reports whether the step being run (d.span) is known to have
 // no row that sees more than attgShortKeys keys.
-func (d *Device) shortSpan() bool { return d.span > 0 && d.span <= attgShortKeys }
+func (d *Device) shortSpan() bool { return !noShortSpans && d.span > 0 && d.span <= attgShortKeys }
 
 // attendG returns attention_g's kernel for a, its blocks per KV head and
 // whether it applies: head sizes 64 and 128, query heads a whole multiple
