@@ -1107,11 +1107,15 @@ const attgMinBlocks = 16
 
 // attgMinBlocksShort is attgMinBlocks while no row of the step sees more
 // than attgShortKeys keys (d.span): TinyLlama's 32 query heads on 32
-// blocks of one. With HYBRID_CUDA_GQA_HEADS=1 on an H200 (thirty-fifth
-// session, tg128 at short spans) TinyLlama Q4_0 1812 → 1840 tok/s, Q4_K_M
-// 1615 → 1656, but at depth 4096 Q4_0 1301 → 1131: each block reads its
-// KV head's keys and values, and at long spans those reads dominate.
-const attgMinBlocksShort, attgShortKeys = 32, 1024
+// blocks of one. On an H200 (thirty-sixth session, TestDecodeAttention, µs
+// a layer at depths 16 / 256 / 512 / 1024 / 4096, two heads a block → one)
+// 3.57 → 3.49, 6.67 → 6.66, 6.92 → 7.10, 7.73 → 8.14, 10.95 → 15.18: each
+// block reads its KV head's keys and values, and past a few hundred keys
+// those reads cost more than the blocks gain. tg128 from depth 0 with the
+// bound at 1024: TinyLlama Q4_0 1809 → 1832 tok/s, Q4_K_M 1627 → 1657,
+// Q8_0 1436 → 1463, Llama-7B unchanged (one query head a KV head); but
+// from depth 896 Q4_0 1561 → 1535, hence 256.
+const attgMinBlocksShort, attgShortKeys = 32, 256
 
 // stepSpan is the most keys a row of st sees: its last row's position plus
 // one, or a batched step's largest.
