@@ -409,11 +409,7 @@ func (d *Device) sig(b []pending) []byte {
 		} else {
 			k = binary.LittleEndian.AppendUint64(k, math.MaxUint64)
 		}
-		if d.shortSpan() {
-			k = append(k, 1)
-		} else {
-			k = append(k, 0)
-		}
+		k = append(k, byte(b2i(d.shortSpan())))
 		break
 	}
 	for _, p := range b {
@@ -1117,15 +1113,11 @@ const attgMinBlocks = 16
 // from depth 896 Q4_0 1561 → 1535, hence 256.
 const attgMinBlocksShort, attgShortKeys = 32, 256
 
-// stepSpan is the most keys a row of st sees: its last row's position plus
-// one, or a batched step's largest.
+// stepSpan is the most keys a row of st sees: its largest position plus one.
 func stepSpan(st ops.Step) int {
-	if st.Rows == nil {
-		return st.Pos + len(st.Tokens)
-	}
 	n := 0
-	for _, r := range st.Rows {
-		n = max(n, r.Pos+1)
+	for i := range st.Tokens {
+		n = max(n, st.PosOf(i)+1)
 	}
 	return n
 }
