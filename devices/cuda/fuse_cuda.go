@@ -654,6 +654,14 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	}
 	a.i64(int64(rb2))
 	shmem := stageBytes(w0.typ, cols)
+	flags := 0
+	if nw != 0 && !noNWEarly && chunk(w0.typ) == 32 && cols%8 == 0 && cols <= 8*256*4 && shmem+4*cols <= maxStage {
+		// The norm weight copied to shared memory before the wait
+		// (MV_NW_EARLY in kernels/fused.cu), after the staged row.
+		flags |= mvNWEarly
+		shmem += 4 * cols
+	}
+	a.i32(flags)
 	blocks, err := mvBlocks(d, k, need, 32*warps, shmem)
 	if err != nil {
 		return err
@@ -661,6 +669,13 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	k.pdl = d.k.pdl
 	return launchShared(k, blocks, 1, 32*warps, shmem, a)
 }
+
+// mvNWEarly is MV_NW_EARLY, a bit of the mat-vec kernel's flags.
+const mvNWEarly = 1
+
+// noNWEarly is HYBRID_CUDA_NW_EARLY=0: the norm weight read where it is
+// used, after the sum of squares, to measure MV_NW_EARLY.
+var noNWEarly = os.Getenv("HYBRID_CUDA_NW_EARLY") == "0"
 
 // noPre is HYBRID_CUDA_PRE=0: no mvp_ launches, to measure them;
 // noPreRope is HYBRID_CUDA_PRE_ROPE=0: none for MV_ROPE; noPreSiLU is

@@ -35,6 +35,7 @@
 #define MV_ADD 2       // one weight; S = res + Y0
 #define MV_ROPE 3      // q W0, k W1, v W2 rows two by two; then the step's RoPE of q and k and the cache append (rope_kv)
 #define MV_RSC 128     // pairs of a head whose sine and cosine MV_ROPE tabulates (heads up to 256)
+#define MV_NW_EARLY 1  // flags: the norm weight copied to shared memory before the wait (mv)
 #ifndef MV_STAGE_COPY
 #define MV_STAGE_COPY 0 // 1: a timing-only build whose block-type mat-vecs copy a staged input from x's bytes instead of making it (wrong products): what an input quantized once, by the launch before, would cost; on an H200 (twenty-seventh session) Q4_K 12288×4096 norm 13.04 → 11.08 µs, Q6_K 4096×11008 15.38 → 13.60, Q4_0 2560×2048 norm 4.18 → 3.02, and tg128 Llama-7B 515 → 554 tok/s, TinyLlama Q4_0 1534 → 1785: the most such a design could gain, before its own cost (see mv)
 #endif
@@ -255,7 +256,7 @@ template <int T, int NT, int T2 = T, bool SEQ = false, bool PB = false, bool PRE
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
                                    const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,
-                                   const int *posp, const float *freqs, long long rb2) {
+                                   const int *posp, const float *freqs, long long rb2, int flags) {
 	extern __shared__ float4 smem[];
 	__shared__ float part[32];
 	__shared__ float2 rsc[MV_RSC];
@@ -269,8 +270,9 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	// and wait there; then it waits for the launch before it to finish and
 	// its writes to be visible (griddepcontrol.wait; a plain launch's
 	// returns at once), before it reads anything a launch wrote. Nothing
-	// before the wait writes memory, and nothing but mvp_'s first loads of
-	// weights (PRE, below) reads it. Measured on an H200 (tg128,
+	// before the wait writes global memory, and nothing but mvp_'s first
+	// loads of weights (PRE, below) and the norm weight (MV_NW_EARLY) reads
+	// it. Measured on an H200 (tg128,
 	// HYBRID_CUDA_PDL=0 against this, alternated, thirty-second session):
 	// Llama-7B Q4_K_M 541.1 → 553.4 tok/s, TinyLlama Q4_0 1657 → 1667, Q8_0
 	// 1325 → 1347, Q4_K_M 1540 → 1557. Asking for each warp's first row
@@ -281,6 +283,33 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	// gains more (PRE, mvp_, above).
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+	XQ xq = xq_at((uint8_t *)smem, cols);
+	float *xs = (float *)smem;
+	const int RP = 4; // pieces of eight a thread holds in registers: rows up to 8192
+	bool aligned = (((uintptr_t)x | (uintptr_t)nw | (uintptr_t)nout) & 15) == 0;
+	bool normQ = D8<T>::block && nw && (cols & 7) == 0 && cols <= 8 * MV_THREADS * RP && aligned;
+	// MV_NW_EARLY (flags, set by launchMV with the room for it): the norm
+	// weight, which no launch writes, copied into shared memory after the
+	// staged row before the wait and before the first weights' loads
+	// (PRE), each thread its own pieces (the ones it normalises below, so
+	// no barrier), so that its trip to L2 overlaps the launch before
+	// instead of following the sum of squares. Measured on an H200 (tg128,
+	// HYBRID_CUDA_NW_EARLY=0 against this, alternated, thirty-seventh
+	// session): TinyLlama Q4_0 1823 → 1847 tok/s, Q8_0 1468 → 1480, Q4_K_M
+	// 1643 → 1671, Llama-7B Q4_K_M 554 → 568. Copied after the first
+	// weights' loads instead, Q4_0 lost 1% (1823 → 1806) and the others
+	// gained less.
+	float *nws = (float *)((uint8_t *)smem + ((xqBytes(cols) + 15) & ~15));
+	bool nwEarly = (flags & MV_NW_EARLY) && normQ;
+	if (nwEarly) {
+#pragma unroll
+		for (int j = 0; j < RP; j++) {
+			int c = threadIdx.x + MV_THREADS * j;
+			if (threadIdx.x >= MV_THREADS || 8 * c >= cols) break;
+			float4 a = *(const float4 *)(nw + 8 * c), b = *(const float4 *)(nw + 8 * c + 4);
+			*(float4 *)(nws + 8 * c) = a, *(float4 *)(nws + 8 * c + 4) = b;
+		}
+	}
 	// MV_ROPE's loads ahead: Q4_0's (mvp_q4_0), Q4_K's (mvrp_q4_k_q4_k)
 	// and Q8_0's (mvrp_q8_0_q8_0) pairs of rows loaded at once
 	// (pair_dots), half of preTrips<T>() trips of each row. (In
@@ -343,10 +372,6 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			rsc[threadIdx.x] = make_float2(sn, cs);
 		}
 	}
-	XQ xq = xq_at((uint8_t *)smem, cols);
-	float *xs = (float *)smem;
-	const int RP = 4; // pieces of eight a thread holds in registers: rows up to 8192
-	bool aligned = (((uintptr_t)x | (uintptr_t)nw | (uintptr_t)nout) & 15) == 0;
 	if (MV_STAGE_SKIP) {
 		// Timing only (bench/cuda/mv-ab.sh): no input staged, so the
 		// products are wrong; what the staging costs a launch.
@@ -357,7 +382,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		// would cost a launch whose input an earlier launch had
 		// normalised and quantized once for all its blocks.
 		for (int i = threadIdx.x; i < xqBytes(cols) / 16; i += NT) smem[i] = ((const float4 *)x)[i];
-	} else if (D8<T>::block && nw && (cols & 7) == 0 && cols <= 8 * MV_THREADS * RP && aligned) {
+	} else if (normQ) {
 		// The normalised block types' path: x read once, in 16-byte
 		// pieces held in registers, then normalised and quantized there
 		// (the same values, in the same order, as block_rms_scale and
@@ -383,7 +408,8 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		for (int j = 0; j < RP; j++) {
 			int c = threadIdx.x + MV_THREADS * j;
 			if (threadIdx.x >= MV_THREADS || 8 * c >= cols) break;
-			float4 a = *(const float4 *)(nw + 8 * c), b = *(const float4 *)(nw + 8 * c + 4);
+			const float *wp = nwEarly ? nws : nw;
+			float4 a = *(const float4 *)(wp + 8 * c), b = *(const float4 *)(wp + 8 * c + 4);
 			float w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
 			for (int k = 0; k < 8; k++) v[j][k] = rms_apply(v[j][k], scale, w[k]);
@@ -494,9 +520,9 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	extern "C" __global__ void __launch_bounds__ bounds                                                                                   \
 	    kname(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1, const uint8_t *W2,    \
 	          long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode, const float *res, float *S, float *qo,      \
-	          float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs, long long rb2) {          \
+	          float *ko, __half *kc, __half *vc, int rope, float rscale, const int *posp, const float *freqs, long long rb2, int flags) { \
 		mv<__VA_ARGS__>(x, nw, nout, eps, cols, W0, W1, W2, rb, Y0, Y1, Y2, r0, r1, r2, md, res, S, qo, ko, kc, vc, rope, rscale, posp, \
-		                freqs, rb2);                                                                                                   \
+		                freqs, rb2, flags);                                                                                            \
 	}
 #define MV(id, name) MV_K(mv_##name, (MV_THREADS), mode, id, MV_THREADS)
 FOR_TYPES(MV)

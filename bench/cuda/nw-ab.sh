@@ -1,0 +1,40 @@
+#!/bin/bash
+# bench/cuda/nw-ab.sh: the decode mat-vecs with a norm (q, k, v; gate and
+# up; the output) copy the norm weight into shared memory before
+# griddepcontrol.wait and before their first weights' loads (MV_NW_EARLY in
+# devices/cuda/kernels/fused.cu), where they read it after the sum of
+# squares before. Checks it bit for bit (TestFusedDecodeIsExact,
+# TestFusedMVRopeVariants, TestMVPreIsExact), the greedy chains, then
+# alternates tg128 with HYBRID_CUDA_NW_EARLY=0 and without, twice, on
+# TinyLlama Q4_0, Q8_0, Q4_K_M and Llama-7B Q4_K_M. Thirty-seventh session,
+# H200 (bench/cuda/logs/issue15-2026-11-29-s37.txt, calls B and C): Q4_0
+# 1823 → 1847 tok/s, Q8_0 1468 → 1480, Q4_K_M 1643 → 1671, Llama-7B 554 → 568.
+#
+#   here:  mkdir -p .device/a && CGO_ENABLED=1 go build -tags cuda -ldflags="-s -w" -o .device/a/hybrid ./cmd/hybrid
+#          CGO_ENABLED=1 go test -c -tags cuda -ldflags="-s -w" -o .device/a/cuda.test ./devices/cuda
+#          CGO_ENABLED=1 go test -c -tags cuda -ldflags="-s -w" -o .device/a/runtime.test ./runtime
+#          mkdir -p .device/a/vm && cp ../shared/models/stories260K*.gguf .device/a/vm/
+#          (cd .device/a && tar -cJf bins.txz hybrid cuda.test runtime.test && rm hybrid cuda.test runtime.test)
+#   there (carry .device/a): P=.device/a bash bench/cuda/nw-ab.sh
+set -u
+. bench/cuda/lib.sh
+P=$(cd ${P:-.device/a} && pwd)
+[ -x $P/hybrid ] || tar -xJf $P/bins.txz -C $P
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+MODELS=${MODELS:-tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q8_0 tinyllama-1.1b:Q4_K_M llama-7b:Q4_K_M}
+for m in $MODELS; do
+  f=/tmp/${m%%:*}-${m##*:}.gguf
+  [ -f $f ] || taskset -c 8-15 $P/hybrid synth --preset ${m%%:*} --type ${m##*:} -o $f >/dev/null &
+done
+echo "== exactness $(cd devices/cuda && timeout 200 taskset -c 0-7 $P/cuda.test -test.run 'TestFusedDecodeIsExact|TestFusedMVRopeVariants|TestMVPreIsExact' 2>&1 | tail -1)"
+echo "   chains $(cd runtime && HYBRID_TEST_MODELS=$P/vm timeout 90 taskset -c 0-7 $P/runtime.test -test.short -test.run 'TestCUDAGreedyChain|TestCUDASequences' 2>&1 | tail -1)"
+wait
+echo "== synth done at ${SECONDS}s"
+tg() { env "$@" taskset -c 0-7 $P/hybrid bench --model $f --policies cuda-only -p 0 -n 128 -r 3 2>&1 | hcol 5; }
+for m in $MODELS; do
+  f=/tmp/${m%%:*}-${m##*:}.gguf
+  for r in 1 2; do
+    echo "$(basename $f) r$r: late $(tg HYBRID_CUDA_NW_EARLY=0) early $(tg X=0)"
+  done
+done
+echo "== done at ${SECONDS}s"
