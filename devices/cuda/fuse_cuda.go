@@ -661,6 +661,9 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		flags |= mvNWEarly
 		shmem += 4 * cols
 	}
+	if resLate {
+		flags |= mvResLate
+	}
 	a.i32(flags)
 	blocks, err := mvBlocks(d, k, need, 32*warps, shmem)
 	if err != nil {
@@ -670,8 +673,16 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	return launchShared(k, blocks, 1, 32*warps, shmem, a)
 }
 
-// mvNWEarly is MV_NW_EARLY, a bit of the mat-vec kernel's flags.
-const mvNWEarly = 1
+// mvNWEarly and mvResLate are MV_NW_EARLY and MV_RES_LATE, bits of the
+// mat-vec kernel's flags.
+const (
+	mvNWEarly = 1
+	mvResLate = 2
+)
+
+// resLate is HYBRID_CUDA_RES_LATE=1: MV_ADD launches read the residual
+// after each row's product, as before, to measure MV_RES_LATE.
+var resLate = os.Getenv("HYBRID_CUDA_RES_LATE") == "1"
 
 // noNWEarly is HYBRID_CUDA_NW_EARLY=0: the norm weight read where it is
 // used, after the sum of squares, to measure MV_NW_EARLY.

@@ -36,6 +36,7 @@
 #define MV_ROPE 3      // q W0, k W1, v W2 rows two by two; then the step's RoPE of q and k and the cache append (rope_kv)
 #define MV_RSC 128     // pairs of a head whose sine and cosine MV_ROPE tabulates (heads up to 256)
 #define MV_NW_EARLY 1  // flags: the norm weight copied to shared memory before the wait (mv)
+#define MV_RES_LATE 2  // flags: MV_ADD's residual read after the product, not before (mv)
 #ifndef MV_STAGE_COPY
 #define MV_STAGE_COPY 0 // 1: a timing-only build whose block-type mat-vecs copy a staged input from x's bytes instead of making it (wrong products): what an input quantized once, by the launch before, would cost; on an H200 (twenty-seventh session) Q4_K 12288×4096 norm 13.04 → 11.08 µs, Q6_K 4096×11008 15.38 → 13.60, Q4_0 2560×2048 norm 4.18 → 3.02, and tg128 Llama-7B 515 → 554 tok/s, TinyLlama Q4_0 1534 → 1785: the most such a design could gain, before its own cost (see mv)
 #endif
@@ -484,6 +485,19 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 		} else {
 			row = g - r0 - r1, W = W2 + row * rb, Y = Y2;
 		}
+		// MV_ADD's residual, asked for by lane 0 before the product, so that
+		// its trip overlaps the row's instead of following it (a load after
+		// the store to Y, which may alias res as far as nvcc knows, would
+		// wait there; the fused launch's outputs overlap none of its inputs,
+		// disjoint in fuse_cuda.go). MV_RES_LATE (flags) reads it after, as
+		// before, to measure it; so do the float types (held across their
+		// row, it made ptxas spill in mv_f16 and mv_bf16). Measured on an
+		// H200 (tg128, MV_RES_LATE against this, alternated three times,
+		// thirty-seventh session): TinyLlama Q4_0 1816 → 1825 tok/s, Q8_0
+		// 1459 → 1470, Q4_K_M 1644 → 1651, Llama-7B Q4_K_M 565.9 → 567.1.
+		const bool early = D8<T>::block && !(flags & MV_RES_LATE);
+		float rv = 0;
+		if (mode == MV_ADD && lane == 0 && early) rv = res[row];
 		float y[2];
 		if (D8<T>::block) {
 			const uint8_t *rs[2] = {W, U};
@@ -509,7 +523,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			continue;
 		}
 		Y[row] = y[0];
-		if (mode == MV_ADD) S[row] = res[row] + y[0];
+		if (mode == MV_ADD) S[row] = (early ? rv : res[row]) + y[0];
 	}
 }
 

@@ -1,0 +1,38 @@
+#!/bin/bash
+# bench/cuda/res-ab.sh: the decode's mat-vec with the residual add (the o
+# and down projections, MV_ADD) asks for the residual before each row's
+# product, where it read it after the product's store before, a trip to L2
+# that followed the row (devices/cuda/kernels/fused.cu, MV_RES_LATE). Checks
+# it bit for bit (TestFusedDecodeIsExact, TestMVPreIsExact,
+# TestFusedMVRopeVariants), the greedy chains, then alternates tg128 with
+# HYBRID_CUDA_RES_LATE=1 and without, three times, on TinyLlama Q4_0, Q8_0,
+# Q4_K_M and Llama-7B Q4_K_M. It prints "late wins" or "early wins" by the
+# rounds' sums over the files.
+#
+#   here:  as bench/cuda/nw-ab.sh, into .device/a
+#   there (carry .device/a): P=.device/a bash bench/cuda/res-ab.sh
+set -u
+. bench/cuda/lib.sh
+P=$(cd ${P:-.device/a} && pwd)
+[ -x $P/hybrid ] || tar -xJf $P/bins.txz -C $P
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+MODELS=${MODELS:-tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q8_0 tinyllama-1.1b:Q4_K_M llama-7b:Q4_K_M}
+for m in $MODELS; do
+  f=/tmp/${m%%:*}-${m##*:}.gguf
+  [ -f $f ] || (taskset -c 8-15 $P/hybrid synth --preset ${m%%:*} --type ${m##*:} -o $f </dev/null >/dev/null 2>&1 &)
+done
+echo "== exactness $(cd devices/cuda && timeout 200 taskset -c 0-7 $P/cuda.test -test.run 'TestFusedDecodeIsExact|TestFusedMVRopeVariants|TestMVPreIsExact' 2>&1 | tail -1) at ${SECONDS}s"
+echo "   chains $(cd runtime && HYBRID_TEST_MODELS=$P/vm timeout 90 taskset -c 0-7 $P/runtime.test -test.short -test.run 'TestCUDAGreedyChain|TestCUDASequences' 2>&1 | tail -1)"
+sleep 2; while pgrep -f "hybrid synth" >/dev/null; do sleep 1; done
+echo "== synths at ${SECONDS}s"
+tg() { env "$@" taskset -c 0-7 $P/hybrid bench --model $f --policies cuda-only -p 0 -n 128 -r 3 2>&1 | hcol 5; }
+: >/tmp/res-ab.txt
+for m in $MODELS; do
+  f=/tmp/${m%%:*}-${m##*:}.gguf
+  for r in 1 2 3; do
+    l=$(tg HYBRID_CUDA_RES_LATE=1) e=$(tg X=0)
+    echo "$(basename $f) r$r at ${SECONDS}s: late $l early $e" | tee -a /tmp/res-ab.txt
+  done
+done
+awk '{l += $(NF-2) / ($(NF-2) + $NF); n++} END {print (l / n > 0.5 ? "late wins" : "early wins"), "(late share", l / n ")"}' /tmp/res-ab.txt
+echo "== done at ${SECONDS}s"
