@@ -7,7 +7,10 @@
 # TestFusedMVRopeVariants), the greedy chains, then alternates tg128 with
 # HYBRID_CUDA_RES_LATE=1 and without, three times, on TinyLlama Q4_0, Q8_0,
 # Q4_K_M and Llama-7B Q4_K_M. It prints "late wins" or "early wins" by the
-# rounds' sums over the files.
+# rounds' sums over the files: run it with nothing else on the host, as one
+# disturbed round decides that. Thirty-seventh session, H200, nothing else
+# running (bench/cuda/logs/issue15-2026-11-29-s37.txt, call E): Q4_0 1816 →
+# 1825 tok/s, Q8_0 1459 → 1470, Q4_K_M 1644 → 1651, Llama-7B 565.9 → 567.1.
 #
 #   here:  as bench/cuda/nw-ab.sh, into .device/a
 #   there (carry .device/a): P=.device/a bash bench/cuda/res-ab.sh
