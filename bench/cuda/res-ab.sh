@@ -17,18 +17,8 @@
 set -u
 . bench/cuda/lib.sh
 P=$(cd ${P:-.device/a} && pwd)
-[ -x $P/hybrid ] || tar -xJf $P/bins.txz -C $P
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 MODELS=${MODELS:-tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q8_0 tinyllama-1.1b:Q4_K_M llama-7b:Q4_K_M}
-for m in $MODELS; do
-  f=/tmp/${m%%:*}-${m##*:}.gguf
-  [ -f $f ] || (taskset -c 8-15 $P/hybrid synth --preset ${m%%:*} --type ${m##*:} -o $f </dev/null >/dev/null 2>&1 &)
-done
-echo "== exactness $(cd devices/cuda && timeout 200 taskset -c 0-7 $P/cuda.test -test.run 'TestFusedDecodeIsExact|TestFusedMVRopeVariants|TestMVPreIsExact' 2>&1 | tail -1) at ${SECONDS}s"
-echo "   chains $(cd runtime && HYBRID_TEST_MODELS=$P/vm timeout 90 taskset -c 0-7 $P/runtime.test -test.short -test.run 'TestCUDAGreedyChain|TestCUDASequences' 2>&1 | tail -1)"
-sleep 2; while pgrep -f "hybrid synth" >/dev/null; do sleep 1; done
-echo "== synths at ${SECONDS}s"
-tg() { env "$@" taskset -c 0-7 $P/hybrid bench --model $f --policies cuda-only -p 0 -n 128 -r 3 2>&1 | hcol 5; }
+ab_setup
 : >/tmp/res-ab.txt
 for m in $MODELS; do
   f=/tmp/${m%%:*}-${m##*:}.gguf
