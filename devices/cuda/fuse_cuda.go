@@ -655,7 +655,7 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	a.i64(int64(rb2))
 	shmem := stageBytes(w0.typ, cols)
 	flags := 0
-	if nw != 0 && !noNWEarly && chunk(w0.typ) == 32 && cols%8 == 0 && cols <= 8*256*4 && shmem+4*cols <= maxStage {
+	if nw != 0 && !noNWEarly && chunk(w0.typ) == 32 && cols%8 == 0 && cols <= mvNormCols && shmem+4*cols <= maxStage {
 		// The norm weight copied to shared memory before the wait
 		// (MV_NW_EARLY in kernels/fused.cu), after the staged row.
 		flags |= mvNWEarly
@@ -674,10 +674,13 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 }
 
 // mvNWEarly and mvResLate are MV_NW_EARLY and MV_RES_LATE, bits of the
-// mat-vec kernel's flags.
+// mat-vec kernel's flags; mvNormCols is the longest row the kernel
+// normalises in registers (8·MV_THREADS·RP in mv), the only path that
+// reads the norm weight copied early.
 const (
-	mvNWEarly = 1
-	mvResLate = 2
+	mvNWEarly  = 1
+	mvResLate  = 2
+	mvNormCols = 8 * 256 * 4
 )
 
 // resLate is HYBRID_CUDA_RES_LATE=1: MV_ADD launches read the residual
