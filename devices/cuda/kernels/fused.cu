@@ -38,7 +38,10 @@
 #define MV_NW_EARLY 1  // flags: the norm weight copied to shared memory before the wait (mv)
 #define MV_RES_LATE 2  // flags: MV_ADD's residual read after the product, not before (mv)
 #ifndef MV_STAGE_COPY
-#define MV_STAGE_COPY 0 // 1: a timing-only build whose block-type mat-vecs copy a staged input from x's bytes instead of making it (wrong products): what an input quantized once, by the launch before, would cost; on an H200 (twenty-seventh session) Q4_K 12288×4096 norm 13.04 → 11.08 µs, Q6_K 4096×11008 15.38 → 13.60, Q4_0 2560×2048 norm 4.18 → 3.02, and tg128 Llama-7B 515 → 554 tok/s, TinyLlama Q4_0 1534 → 1785: the most such a design could gain, before its own cost (see mv)
+#define MV_STAGE_COPY 0 // 1 (2: only the launches without a norm, the o and down projections; thirty-eighth session, tg128 TinyLlama Q4_0 1829 → 1915 against 2093 for 1, Q4_K_M 1648 → 1719 against 1761): a timing-only build whose block-type mat-vecs copy a staged input from x's bytes instead of making it (wrong products): what an input quantized once, by the launch before, would cost; on an H200 (twenty-seventh session) Q4_K 12288×4096 norm 13.04 → 11.08 µs, Q6_K 4096×11008 15.38 → 13.60, Q4_0 2560×2048 norm 4.18 → 3.02, and tg128 Llama-7B 515 → 554 tok/s, TinyLlama Q4_0 1534 → 1785: the most such a design could gain, before its own cost (see mv)
+#endif
+#ifndef MV_SUM_ALL
+#define MV_SUM_ALL 1 // the normalised staging's sum of squares by block_sum_all (one barrier; 0: block_sum, two)
 #endif
 #ifndef MV_STAGE_SKIP
 #define MV_STAGE_SKIP 0 // 1: a timing-only build whose mat-vecs stage no input (wrong products); on an H200 it took Q4_K 4096×4096 from 7.36 to 4.78 µs, 12288×4096 norm 14.97 to 10.63, Q4_0 2560×2048 4.55 to 3.33
@@ -376,7 +379,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	if (MV_STAGE_SKIP) {
 		// Timing only (bench/cuda/mv-ab.sh): no input staged, so the
 		// products are wrong; what the staging costs a launch.
-	} else if (MV_STAGE_COPY && D8<T>::block) {
+	} else if (MV_STAGE_COPY && D8<T>::block && (MV_STAGE_COPY == 1 || !nw)) {
 		// Timing only: x's first xqBytes(cols) bytes (fewer than its
 		// 4·cols) taken as the staged input and copied in, 16 bytes a
 		// thread at a time, so the products are wrong; what staging
@@ -404,7 +407,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 #pragma unroll
 			for (int k = 0; k < 8; k++) s = fmaf(v[j][k], v[j][k], s);
 		}
-		float scale = 1.0f / sqrtf(block_sum(s, part) / cols + eps);
+		float scale = 1.0f / sqrtf((MV_SUM_ALL ? block_sum_all(s, part) : block_sum(s, part)) / cols + eps); // part is not written again
 #pragma unroll
 		for (int j = 0; j < RP; j++) {
 			int c = threadIdx.x + MV_THREADS * j;
