@@ -14,7 +14,9 @@
 # dropped, were the twenty-second session's). The twenty-fifth session's
 # -DMV_SILU_SEQ=1 became mvw2_q6_k (the twenty-sixth's: HYBRID_CUDA_MVW2=0
 # and 1 switch it for hybrid bench). -DMV_STAGE_COPY=1 (timing only, its exactness line fails)
-# copies a ready staged input instead of making it: with main and
+# copies a ready staged input instead of making it (=2: only in the launches
+# without a norm, the o and down projections; thirty-eighth session, the
+# tg128 lines of bench/cuda/logs/issue15-2026-11-29-s38.txt, call G): with main and
 # -DMV_STAGE_SKIP=1, what an input quantized once by the launch before
 # would save (V="main copy stage", X="", E="main copy stage"; the
 # twenty-seventh session's run is in logs/issue15-2026-11-29-s27.txt). -DMV_STAGE_SKIP=1
