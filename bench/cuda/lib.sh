@@ -26,3 +26,18 @@ ab_setup() {
 # tg ENV...: tg128 of the file $f (hybrid bench -r 3, cuda-only, cores 0-7)
 # with the environment ENV, its decode tok/s.
 tg() { env "$@" taskset -c 0-7 $P/hybrid bench --model $f --policies cuda-only -p 0 -n 128 -r 3 2>&1 | hcol 5; }
+# ab_rounds N LABEL=ENV...: for each file of MODELS, N rounds of tg128 with
+# each setting in turn, a line a round ("LABEL tok/s ..."); ENV is one
+# VAR=value (X=0 for none).
+ab_rounds() {
+  local n=$1 m r s line
+  shift
+  for m in $MODELS; do
+    f=/tmp/${m%%:*}-${m##*:}.gguf
+    for r in $(seq $n); do
+      line="$(basename $f) r$r at ${SECONDS}s:"
+      for s in "$@"; do line="$line ${s%%=*} $(tg ${s#*=})"; done
+      echo "$line"
+    done
+  done
+}

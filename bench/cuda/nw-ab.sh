@@ -21,10 +21,5 @@ set -u
 P=$(cd ${P:-.device/a} && pwd)
 MODELS=${MODELS:-tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q8_0 tinyllama-1.1b:Q4_K_M llama-7b:Q4_K_M}
 ab_setup
-for m in $MODELS; do
-  f=/tmp/${m%%:*}-${m##*:}.gguf
-  for r in 1 2; do
-    echo "$(basename $f) r$r: late $(tg HYBRID_CUDA_NW_EARLY=0) early $(tg X=0)"
-  done
-done
+ab_rounds 2 late=HYBRID_CUDA_NW_EARLY=0 early=X=0
 echo "== done at ${SECONDS}s"

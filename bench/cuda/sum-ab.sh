@@ -23,10 +23,5 @@ P=$(cd ${P:-.device/b} && pwd)
 MODELS=${MODELS:-tinyllama-1.1b:Q4_0 tinyllama-1.1b:Q4_K_M llama-7b:Q4_K_M}
 [ "${SETUP:-1}" = 0 ] || ab_setup
 [ -x $P/hybrid ] || tar -xJf $P/bins.txz -C $P
-for m in $MODELS; do
-  f=/tmp/${m%%:*}-${m##*:}.gguf
-  for r in 1 2; do
-    echo "$(basename $f) r$r at ${SECONDS}s: two barriers $(tg HYBRID_CUDA_FUSED_PTX=$P/sum2.ptx) one $(tg X=0)"
-  done
-done
+ab_rounds 2 "two barriers=HYBRID_CUDA_FUSED_PTX=$P/sum2.ptx" "one=X=0"
 echo "== done at ${SECONDS}s"

@@ -417,11 +417,9 @@ int main() {
 	for (auto sh : shapes) {
 		int rows = sh.rows, cols = sh.cols;
 		if (rows != cols && rows < cols) continue;
-		long long wb = rowBytes(cols) * rows;
-		int copies = (int)std::max(2LL, (3LL * p.l2CacheSize + wb - 1) / wb);
-		uint8_t *W;
-		CK(cudaMalloc(&W, wb * copies));
-		fillWeights(W, rows, cols, copies);
+		long long wb;
+		int copies;
+		uint8_t *W = weightCopies(rows, cols, p.l2CacheSize, wb, copies);
 		int len = std::max(rows, cols);
 		float *b0, *b1;
 		CK(cudaMalloc(&b0, len * 4));
@@ -451,23 +449,12 @@ int main() {
 		std::vector<double> tw;
 		bool same = true;
 		for (auto &w : graphWays) {
-			cudaGraph_t g;
-			cudaGraphExec_t ge;
-			CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-			for (int i = 0; i < N; i++) {
-				cudaLaunchConfig_t cfg = {};
-				cfg.gridDim = dim3(w.onePerMP ? blocks1 : blocks), cfg.blockDim = dim3(THREADS), cfg.stream = s;
-				cudaLaunchAttribute at[1];
-				at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-				at[0].val.programmaticStreamSerializationAllowed = 1;
-				cfg.attrs = at, cfg.numAttrs = w.pdl ? 1 : 0;
+			cudaGraphExec_t ge = graphOf(s, N, w.onePerMP ? blocks1 : blocks, THREADS, 0, w.pdl, 1, [&](int i, cudaLaunchConfig_t &cfg) {
 				const uint8_t *Wi = W + (i % copies) * wb;
 				const float *xi = i % 2 ? b1 : b0;
 				float *yi = i % 2 ? b0 : b1;
 				CK(cudaLaunchKernelEx(&cfg, w.k, Wi, xi, yi, rows, cols));
-			}
-			CK(cudaStreamEndCapture(s, &g));
-			CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
+			});
 			reset();
 			tw.push_back(timed(s, [&] { CK(cudaGraphLaunch(ge, s)); }));
 			reset();
@@ -479,7 +466,6 @@ int main() {
 			else if (w.check)
 				same = same && memcmp(yg.data(), y.data(), rows * 4) == 0;
 			CK(cudaGraphExecDestroy(ge));
-			CK(cudaGraphDestroy(g));
 		}
 		auto runP = [&](int pre) {
 			void *a[] = {&W, &wb, &copies, &b0, &b1, &rows, &cols, &n, &bar, &pre};

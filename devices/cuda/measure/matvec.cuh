@@ -27,6 +27,26 @@ constexpr int MAXT = 4;      // the most 16-byte quant loads a lane holds for on
 // j in its low nibble, j+16 in its high), then cols/32 f16 scales.
 __host__ __device__ inline long long rowBytes(int cols) { return cols / 2 + cols / 32 * 2; }
 
+// quantPiece quantizes a piece of eight (v) of a block of 32, whose four
+// pieces are four adjacent lanes' (every lane of the warp takes part in the
+// shuffles): the packed 8-bit values, and the block's scale in d.
+__device__ __forceinline__ uint2 quantPiece(const float *v, float &d) {
+	float m = 0;
+#pragma unroll
+	for (int k = 0; k < 8; k++) m = fmaxf(m, fabsf(v[k]));
+	m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+	m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+	d = m / 127;
+	float id = d > 0 ? 1 / d : 0;
+	unsigned lo = 0, hi = 0;
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		lo |= (unsigned)(uint8_t)(int8_t)__float2int_rn(v[k] * id) << (8 * k);
+		hi |= (unsigned)(uint8_t)(int8_t)__float2int_rn(v[k + 4] * id) << (8 * k);
+	}
+	return make_uint2(lo, hi);
+}
+
 // stage quantizes x (cols f32, read from L2, or with CG false by plain
 // loads: x in shared memory) into the block's xq (int8) and xd (a scale for
 // each 32), each thread a piece of 8, four threads a block.
@@ -34,19 +54,8 @@ template <bool CG = true> __device__ __forceinline__ void stage(const float *x, 
 	auto ld = [](const float *p) { return CG ? __ldcg((const float4 *)p) : *(const float4 *)p; };
 	for (int c = threadIdx.x; 8 * c < cols; c += blockDim.x) {
 		float4 a = ld(x + 8 * c), b = ld(x + 8 * c + 4);
-		float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}, m = 0;
-#pragma unroll
-		for (int k = 0; k < 8; k++) m = fmaxf(m, fabsf(v[k]));
-		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
-		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-		float d = m / 127, id = d > 0 ? 1 / d : 0;
-		unsigned lo = 0, hi = 0;
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			lo |= (unsigned)(uint8_t)(int8_t)__float2int_rn(v[k] * id) << (8 * k);
-			hi |= (unsigned)(uint8_t)(int8_t)__float2int_rn(v[k + 4] * id) << (8 * k);
-		}
-		*(uint2 *)(xq + 8 * c) = make_uint2(lo, hi);
+		float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}, d;
+		*(uint2 *)(xq + 8 * c) = quantPiece(v, d);
 		if ((c & 3) == 0) xd[c / 4] = d;
 	}
 }
@@ -112,4 +121,16 @@ static void fillWeights(uint8_t *W, int rows, int cols, int copies) {
 			for (int b = 0; b < cols / 32; b++) sc[b] = __float2half(0.01f + 0.001f * ((r + b + c) % 7));
 		}
 	CK(cudaMemcpy(W, hw.data(), hw.size(), cudaMemcpyHostToDevice));
+}
+
+// weightCopies allocates and fills (fillWeights) enough copies of a rows ×
+// cols weight, wb bytes each, that a chain rotating over them reads them
+// from DRAM (together three times L2, at least two).
+static uint8_t *weightCopies(int rows, int cols, long long l2, long long &wb, int &copies) {
+	wb = rowBytes(cols) * rows;
+	copies = (int)std::max(2LL, (3LL * l2 + wb - 1) / wb);
+	uint8_t *W;
+	CK(cudaMalloc(&W, wb * copies));
+	fillWeights(W, rows, cols, copies);
+	return W;
 }

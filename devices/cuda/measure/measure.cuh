@@ -62,3 +62,44 @@ struct Chain {
 	float *out(int i) const { return i % 2 ? o1 : o0; }
 	void reset(cudaStream_t s) const { CK(cudaMemcpyAsync(x0, hx.data(), n * 4, cudaMemcpyHostToDevice, s)); }
 };
+
+// graphOf captures n launches in a CUDA graph and instantiates it:
+// launch(i, cfg) queues the i-th with cfg, a config of grid blocks of
+// threads and shmem bytes of dynamic shared memory on s, with programmatic
+// stream serialization (a programmatic dependent launch) where pdl is set
+// and clusters of cluster blocks where it is above 1.
+template <class F> static cudaGraphExec_t graphOf(cudaStream_t s, int n, int grid, int threads, size_t shmem, bool pdl, int cluster, F launch) {
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+	for (int i = 0; i < n; i++) {
+		cudaLaunchConfig_t cfg = {};
+		cfg.gridDim = dim3(grid), cfg.blockDim = dim3(threads), cfg.stream = s, cfg.dynamicSmemBytes = shmem;
+		cudaLaunchAttribute at[2];
+		int na = 0;
+		if (pdl) at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization, at[na++].val.programmaticStreamSerializationAllowed = 1;
+		if (cluster > 1) {
+			at[na].id = cudaLaunchAttributeClusterDimension;
+			at[na].val.clusterDim.x = cluster, at[na].val.clusterDim.y = 1, at[na++].val.clusterDim.z = 1;
+		}
+		cfg.attrs = at, cfg.numAttrs = na;
+		launch(i, cfg);
+	}
+	CK(cudaStreamEndCapture(s, &g));
+	CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
+	CK(cudaGraphDestroy(g));
+	return ge;
+}
+
+// chainRun times graph ge (a chain whose first input is x, n floats, reset
+// to hx before each run) and returns the median ms of a run, with the last
+// run's n floats at out in y.
+static double chainRun(cudaStream_t s, cudaGraphExec_t ge, float *x, const std::vector<float> &hx, const float *out, int n, std::vector<float> &y) {
+	double t = timed(s, [&] {
+		CK(cudaMemcpyAsync(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice, s));
+		CK(cudaGraphLaunch(ge, s));
+	});
+	y.resize(n);
+	CK(cudaMemcpy(y.data(), out, (size_t)n * 4, cudaMemcpyDeviceToHost));
+	return t;
+}

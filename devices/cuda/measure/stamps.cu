@@ -84,16 +84,16 @@ __global__ void tick(unsigned long long *out, int n) {
 
 enum Kind { EMPTY, STAGE, LOAD, MV };
 
-// stamped is one phase of kind K: y = W·x (MV), a row of y from x's staging
-// (STAGE: the first scols of x; LOAD: the same loads summed into shared
-// memory, not quantized) or nothing (EMPTY), as a programmatic dependent
-// launch, writing its four stamps to st[4·block..]. With clean set, the
-// staged x is a buffer no phase writes (x0), not the phase before's y.
-template <Kind K>
-__global__ void __launch_bounds__(THREADS) stamped(const uint8_t *W, const float *x, float *y, int rows, int cols, unsigned long long *st, int scols,
-                                                   const float *clean) {
-	__shared__ __align__(16) int8_t xq[MAXC];
-	__shared__ float xd[MAXC / 32];
+// stampedPhase is one phase of kind K, as a programmatic dependent launch writing
+// its four stamps to st[4·block..]: launch_dependents and (MV) the warp's
+// first row, the wait, stage() (which fills xq and xd from x), then one row
+// a warp: y = W·x (MV), a row's sum from the staged x (STAGE, LOAD; scols
+// of it), or nothing (EMPTY). Where qout is set, each row's value is also
+// written as the launch after's quantized input (q8staged: 8-bit values,
+// then a constant scale for each 32 at qout + MAXC; timing only).
+template <Kind K, class Stage>
+__device__ __forceinline__ void stampedPhase(const uint8_t *W, float *y, int rows, int cols, unsigned long long *st, int scols, int8_t *xq, float *xd,
+                                      Stage stage, int8_t *qout = nullptr) {
 	unsigned long long t0 = gtime();
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = gridDim.x * (blockDim.x >> 5);
@@ -102,21 +102,8 @@ __global__ void __launch_bounds__(THREADS) stamped(const uint8_t *W, const float
 	if (K == MV && row < rows) loadRow(W, row, cols, lane, h);
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 	unsigned long long t1 = gtime(), t2 = t1;
-	if (clean) x = clean;
-	if (K == LOAD) {
-		for (int c = threadIdx.x; 8 * c < scols; c += blockDim.x) {
-			float4 a = __ldcg((const float4 *)(x + 8 * c)), b = __ldcg((const float4 *)(x + 8 * c + 4));
-			xd[c / 4] = a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
-		}
-		__syncthreads();
-		t2 = gtime();
-		for (; row < rows; row += nw) {
-			float v = xd[((row + lane) % scols) / 32];
-			for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-			if (lane == 0) y[row] = v / (1 + fabsf(v));
-		}
-	} else if (K != EMPTY) {
-		stage(x, K == MV ? cols : scols, xq, xd);
+	if (K != EMPTY) {
+		stage();
 		__syncthreads();
 		t2 = gtime();
 		bool held = true;
@@ -127,10 +114,18 @@ __global__ void __launch_bounds__(THREADS) stamped(const uint8_t *W, const float
 				held = false;
 				v = dotRow(h, cols, lane, xq, xd);
 			} else {
-				v = (float)xq[(row + lane) % scols] * xd[((row + lane) % scols) / 32];
+				int e = (row + lane) % scols;
+				v = K == LOAD ? xd[e / 32] : (float)xq[e] * xd[e / 32];
 				for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
 			}
-			if (lane == 0) y[row] = v / (1 + fabsf(v));
+			if (lane == 0) {
+				v = v / (1 + fabsf(v)); // bounded, so that many phases stay finite and nonzero
+				y[row] = v;
+				if (qout) {
+					qout[row] = (int8_t)__float2int_rn(v * 127);
+					if ((row & 31) == 0) ((float *)(qout + MAXC))[row / 32] = 1.0f / 127;
+				}
+			}
 		}
 	}
 	__syncthreads();
@@ -140,73 +135,58 @@ __global__ void __launch_bounds__(THREADS) stamped(const uint8_t *W, const float
 	}
 }
 
-// cstaged is stamped<STAGE> (or <MV>) with x staged by a cluster of C
-// blocks: each block loads its C-th of x's columns from L2, quantizes it
-// and writes the int8 values and scales into every block's shared memory of
-// the cluster (distributed shared memory), then the cluster meets at its
-// barrier; so each block reads a C-th of x from L2 and quantizes a C-th.
-// Every warp takes part in each round of the staging (the quantization's
-// shuffles), its lanes past the slice with zeros.
-template <int C, Kind K>
-__global__ void __launch_bounds__(THREADS) cstaged(const uint8_t *W, const float *x, float *y, int rows, int cols, unsigned long long *st, int scols,
+// stamped is stampedPhase with x staged from L2 by every block: quantized by
+// stage() (STAGE: its first scols columns; MV: all), or (LOAD) the same
+// loads summed into xd, not quantized. With clean set, the staged x is a
+// buffer no phase writes (x0), not the phase before's y.
+template <Kind K>
+__global__ void __launch_bounds__(THREADS) stamped(const uint8_t *W, const float *x, float *y, int rows, int cols, unsigned long long *st, int scols,
                                                    const float *clean) {
 	__shared__ __align__(16) int8_t xq[MAXC];
 	__shared__ float xd[MAXC / 32];
-	cg::cluster_group cl = cg::this_cluster();
-	unsigned long long t0 = gtime();
-	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = gridDim.x * (blockDim.x >> 5);
-	int row = blockIdx.x * (blockDim.x >> 5) + warp;
-	Held h;
-	if (K == MV && row < rows) loadRow(W, row, cols, lane, h);
-	asm volatile("griddepcontrol.wait;" ::: "memory");
-	if (clean) x = clean;
-	unsigned long long t1 = gtime();
-	int n = K == MV ? cols : scols, per = n / C, r0 = (int)cl.block_rank() * per;
-	for (int base = 0; base < per; base += 8 * blockDim.x) {
-		int c = base / 8 + threadIdx.x;
-		bool ok = 8 * c < per;
-		float4 a = ok ? __ldcg((const float4 *)(x + r0 + 8 * c)) : make_float4(0, 0, 0, 0);
-		float4 b = ok ? __ldcg((const float4 *)(x + r0 + 8 * c + 4)) : make_float4(0, 0, 0, 0);
-		float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}, m = 0;
-#pragma unroll
-		for (int k = 0; k < 8; k++) m = fmaxf(m, fabsf(v[k]));
-		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
-		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-		float d = m / 127, id = d > 0 ? 1 / d : 0;
-		unsigned lo = 0, hi = 0;
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			lo |= (unsigned)(uint8_t)(int8_t)__float2int_rn(v[k] * id) << (8 * k);
-			hi |= (unsigned)(uint8_t)(int8_t)__float2int_rn(v[k + 4] * id) << (8 * k);
-		}
-		if (ok)
-#pragma unroll
-			for (int r = 0; r < C; r++) {
-				*(uint2 *)(cl.map_shared_rank(xq, r) + r0 + 8 * c) = make_uint2(lo, hi);
-				if ((c & 3) == 0) cl.map_shared_rank(xd, r)[(r0 + 8 * c) / 32] = d;
+	stampedPhase<K>(W, y, rows, cols, st, scols, xq, xd, [&] {
+		const float *in = clean ? clean : x;
+		if (K == LOAD)
+			for (int c = threadIdx.x; 8 * c < scols; c += blockDim.x) {
+				float4 a = __ldcg((const float4 *)(in + 8 * c)), b = __ldcg((const float4 *)(in + 8 * c + 4));
+				xd[c / 4] = a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
 			}
-	}
-	cl.sync();
-	unsigned long long t2 = gtime();
-	bool held = true;
-	for (; row < rows; row += nw) {
-		float v;
-		if (K == MV) {
-			if (!held) loadRow(W, row, cols, lane, h);
-			held = false;
-			v = dotRow(h, cols, lane, xq, xd);
-		} else {
-			v = (float)xq[(row + lane) % scols] * xd[((row + lane) % scols) / 32];
-			for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+		else
+			stage(in, K == MV ? cols : scols, xq, xd);
+	});
+}
+
+// cstaged is stamped<STAGE> (or <MV>) with x staged by a cluster of C
+// blocks: each block loads its C-th of x's columns from L2, quantizes it
+// (quantPiece) and writes the int8 values and scales into every block's
+// shared memory of the cluster (distributed shared memory), then the
+// cluster meets at its barrier; so each block reads a C-th of x from L2 and
+// quantizes a C-th. Every warp takes part in each round of the staging (the
+// quantization's shuffles), its lanes past the slice with zeros.
+template <int C, Kind K>
+__global__ void __launch_bounds__(THREADS) cstaged(const uint8_t *W, const float *x, float *y, int rows, int cols, unsigned long long *st, int scols,
+                                                   const float *) {
+	__shared__ __align__(16) int8_t xq[MAXC];
+	__shared__ float xd[MAXC / 32];
+	stampedPhase<K>(W, y, rows, cols, st, scols, xq, xd, [&] {
+		cg::cluster_group cl = cg::this_cluster();
+		int n = K == MV ? cols : scols, per = n / C, r0 = (int)cl.block_rank() * per;
+		for (int base = 0; base < per; base += 8 * blockDim.x) {
+			int c = base / 8 + threadIdx.x;
+			bool ok = 8 * c < per;
+			float4 a = ok ? __ldcg((const float4 *)(x + r0 + 8 * c)) : make_float4(0, 0, 0, 0);
+			float4 b = ok ? __ldcg((const float4 *)(x + r0 + 8 * c + 4)) : make_float4(0, 0, 0, 0);
+			float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}, d;
+			uint2 q = quantPiece(v, d);
+			if (ok)
+#pragma unroll
+				for (int r = 0; r < C; r++) {
+					*(uint2 *)(cl.map_shared_rank(xq, r) + r0 + 8 * c) = q;
+					if ((c & 3) == 0) cl.map_shared_rank(xd, r)[(r0 + 8 * c) / 32] = d;
+				}
 		}
-		if (lane == 0) y[row] = v / (1 + fabsf(v));
-	}
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		unsigned long long t3 = gtime();
-		st[4 * blockIdx.x] = t0, st[4 * blockIdx.x + 1] = t1, st[4 * blockIdx.x + 2] = t2, st[4 * blockIdx.x + 3] = t3;
-	}
+		cl.sync();
+	});
 }
 
 // q8staged is stamped<STAGE> (or <MV>) whose input comes quantized: the
@@ -221,58 +201,13 @@ __global__ void __launch_bounds__(THREADS) q8staged(const uint8_t *W, const int8
                                                     unsigned long long *st, int scols) {
 	__shared__ __align__(16) int8_t xq[MAXC];
 	__shared__ __align__(16) float xd[MAXC / 32];
-	unsigned long long t0 = gtime();
-	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = gridDim.x * (blockDim.x >> 5);
-	int row = blockIdx.x * (blockDim.x >> 5) + warp;
-	Held h;
-	if (K == MV && row < rows) loadRow(W, row, cols, lane, h);
-	asm volatile("griddepcontrol.wait;" ::: "memory");
-	unsigned long long t1 = gtime();
-	int n = K == MV ? cols : scols;
-	const float *din = (const float *)(qin + MAXC);
-	for (int c = threadIdx.x; 16 * c < n; c += blockDim.x) *(uint4 *)(xq + 16 * c) = __ldcg((const uint4 *)(qin + 16 * c));
-	for (int c = threadIdx.x; 4 * c < n / 32; c += blockDim.x) *(float4 *)(xd + 4 * c) = __ldcg((const float4 *)(din + 4 * c));
-	__syncthreads();
-	unsigned long long t2 = gtime();
-	float *dout = (float *)(qout + MAXC);
-	bool held = true;
-	for (; row < rows; row += nw) {
-		float v;
-		if (K == MV) {
-			if (!held) loadRow(W, row, cols, lane, h);
-			held = false;
-			v = dotRow(h, cols, lane, xq, xd);
-		} else {
-			v = (float)xq[(row + lane) % scols] * xd[((row + lane) % scols) / 32];
-			for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-		}
-		if (lane == 0) {
-			v = v / (1 + fabsf(v));
-			y[row] = v;
-			qout[row] = (int8_t)__float2int_rn(v * 127);
-			if ((row & 31) == 0) dout[row / 32] = 1.0f / 127;
-		}
-	}
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		unsigned long long t3 = gtime();
-		st[4 * blockIdx.x] = t0, st[4 * blockIdx.x + 1] = t1, st[4 * blockIdx.x + 2] = t2, st[4 * blockIdx.x + 3] = t3;
-	}
-}
-
-// block_sum1 is common.cuh's block_sum with one barrier: every warp, not
-// warp 0 alone, sums the warps' partial sums by the same butterfly, so every
-// thread gets the same value block_sum gives (an xor butterfly leaves every
-// lane the same sum), without the second barrier and shared-memory trip.
-__device__ __forceinline__ float block_sum1(float s, float *part) {
-	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
-	if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
-	__syncthreads();
-	int l = threadIdx.x & 31;
-	s = l < (int)(blockDim.x >> 5) ? part[l] : 0;
-	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
-	return s;
+	auto copy = [&] {
+		int n = K == MV ? cols : scols;
+		const float *din = (const float *)(qin + MAXC);
+		for (int c = threadIdx.x; 16 * c < n; c += blockDim.x) *(uint4 *)(xq + 16 * c) = __ldcg((const uint4 *)(qin + 16 * c));
+		for (int c = threadIdx.x; 4 * c < n / 32; c += blockDim.x) *(float4 *)(xd + 4 * c) = __ldcg((const float4 *)(din + 4 * c));
+	};
+	stampedPhase<K>(W, y, rows, cols, st, scols, xq, xd, copy, qout);
 }
 
 // NV is what nstaged's blocks do with x after the wait, with the decode
@@ -285,7 +220,7 @@ enum NV {
 	N_NORM,  // the sum of squares, block_sum, rms_apply by the norm weight (in
 	         // shared memory, copied before the wait), quant32_piece: the q,
 	         // k, v, gate and up launches' path (block 0 also writes nout)
-	N_NORM1, // N_NORM with block_sum1
+	N_NORM1, // N_NORM with block_sum_all (one barrier)
 	N_NONLY, // N_NORM without the quantization (the normalised row in shared
 	         // memory as f32)
 };
@@ -321,7 +256,7 @@ __global__ void __launch_bounds__(512) nstaged(const float *x, const float *nw, 
 		}
 		float scale = 1;
 		if (V == N_NORM || V == N_NONLY) scale = 1.0f / sqrtf(block_sum(s, part) / cols + 1e-5f);
-		if (V == N_NORM1) scale = 1.0f / sqrtf(block_sum1(s, part) / cols + 1e-5f);
+		if (V == N_NORM1) scale = 1.0f / sqrtf(block_sum_all(s, part) / cols + 1e-5f);
 #pragma unroll
 		for (int j = 0; j < RP; j++) {
 			int c = threadIdx.x + 256 * j;
@@ -381,33 +316,17 @@ static void normChains(int sms, cudaStream_t s) {
 		for (auto &w : ways) {
 			size_t sh = ((xqBytes(cols) + 15) & ~15) + 8 * cols;
 			CK(cudaFuncSetAttribute(w.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh));
-			cudaGraph_t g;
-			cudaGraphExec_t ge;
-			CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-			for (int i = 0; i < N; i++) {
-				cudaLaunchConfig_t cfg = {};
-				cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(512), cfg.stream = s, cfg.dynamicSmemBytes = sh;
-				cudaLaunchAttribute at[1];
-				at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-				at[0].val.programmaticStreamSerializationAllowed = 1;
-				cfg.attrs = at, cfg.numAttrs = 1;
+			cudaGraphExec_t ge = graphOf(s, N, blocks, 512, sh, true, 1, [&](int i, cudaLaunchConfig_t &cfg) {
 				CK(cudaLaunchKernelEx(&cfg, w.fn, (const float *)(i % 2 ? b1 : b0), (const float *)nw, (const uint8_t *)ready, nout, i % 2 ? b0 : b1, rows,
 				                      cols));
-			}
-			CK(cudaStreamEndCapture(s, &g));
-			CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
-			double t = timed(s, [&] {
-				CK(cudaMemcpyAsync(b0, x0.data(), cols * 4, cudaMemcpyHostToDevice, s));
-				CK(cudaGraphLaunch(ge, s));
 			});
-			std::vector<float> y(cols);
-			CK(cudaMemcpy(y.data(), N % 2 ? b1 : b0, cols * 4, cudaMemcpyDeviceToHost));
+			std::vector<float> y;
+			double t = chainRun(s, ge, b0, x0, N % 2 ? b1 : b0, cols, y);
 			const char *same = "";
 			if (w.fn == nstaged<N_NORM>) y0 = y;
 			if (w.fn == nstaged<N_NORM1>) same = memcmp(y0.data(), y.data(), cols * 4) == 0 ? " (same y)" : " (y DIFFERS)";
 			printf("  %s %.2f%s", w.name, t * 1e3 / N, same);
 			CK(cudaGraphExecDestroy(ge));
-			CK(cudaGraphDestroy(g));
 		}
 		printf("\n");
 		CK(cudaFree(b0));
@@ -456,6 +375,7 @@ int main() {
 	} ways[] = {{"empty", stamped<EMPTY>, 1, false, 1, false, false},
 	            {"stage", stamped<STAGE>, 1, false, 1, false, false},
 	            {"stage/8", stamped<STAGE>, 8, false, 1, false, false},
+	            {"clean", stamped<STAGE>, 1, true, 1, false, false},
 	            {"load", stamped<LOAD>, 1, false, 1, false, false},
 	            {"load/8", stamped<LOAD>, 8, false, 1, false, false},
 	            {"q8in", nullptr, 1, false, 1, false, true},
@@ -466,11 +386,9 @@ int main() {
 	       "skew", "stage", "stage mx", "rows", "rows mx", N - 1);
 	for (auto sh : shapes) {
 		int rows = sh.rows, cols = sh.cols;
-		long long wb = rowBytes(cols) * rows;
-		int copies = (int)std::max(2LL, (3LL * p.l2CacheSize + wb - 1) / wb);
-		uint8_t *W;
-		CK(cudaMalloc(&W, wb * copies));
-		fillWeights(W, rows, cols, copies);
+		long long wb;
+		int copies;
+		uint8_t *W = weightCopies(rows, cols, p.l2CacheSize, wb, copies);
 		int len = std::max(rows, cols);
 		int8_t *q0, *q1;
 		CK(cudaMalloc(&q0, MAXC * 2));
@@ -493,18 +411,7 @@ int main() {
 			if (w.mv && cols > MAXT * 32 * 32) continue;
 			if (blocks % w.cluster) continue;
 			if ((cols / w.div) % 256) continue; // stage() takes whole warps
-			cudaGraph_t g;
-			cudaGraphExec_t ge;
-			CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-			for (int i = 0; i < N; i++) {
-				cudaLaunchConfig_t cfg = {};
-				cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(THREADS), cfg.stream = s;
-				cudaLaunchAttribute at[2];
-				at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-				at[0].val.programmaticStreamSerializationAllowed = 1;
-				at[1].id = cudaLaunchAttributeClusterDimension;
-				at[1].val.clusterDim.x = w.cluster, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
-				cfg.attrs = at, cfg.numAttrs = w.cluster > 1 ? 2 : 1;
+			cudaGraphExec_t ge = graphOf(s, N, blocks, THREADS, 0, true, w.cluster, [&](int i, cudaLaunchConfig_t &cfg) {
 				const uint8_t *Wi = W + (i % copies) * wb;
 				const float *xi = i % 2 ? b1 : b0;
 				float *yi = i % 2 ? b0 : b1;
@@ -516,16 +423,10 @@ int main() {
 					                      sti, scols));
 				else
 					CK(cudaLaunchKernelEx(&cfg, w.fn, Wi, xi, yi, rows, cols, sti, scols, cl));
-			}
-			CK(cudaStreamEndCapture(s, &g));
-			CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
-			double t = timed(s, [&] {
-				CK(cudaMemcpyAsync(b0, x0.data(), len * 4, cudaMemcpyHostToDevice, s));
-				CK(cudaGraphLaunch(ge, s));
 			});
 			// The last run's y: every mat-vec way must end with the same.
-			std::vector<float> y(len);
-			CK(cudaMemcpy(y.data(), N % 2 ? b1 : b0, len * 4, cudaMemcpyDeviceToHost));
+			std::vector<float> y;
+			double t = chainRun(s, ge, b0, x0, N % 2 ? b1 : b0, len, y);
 			const char *same = "";
 			if (w.mv && w.fn == (decltype(w.fn))stamped<MV>)
 				y0 = y;
@@ -553,7 +454,6 @@ int main() {
 			printf("%-32s %-8s %6d %8.2f %9.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f%s\n", sh.name, w.name, blocks, t * 1e3 / N, med(period) / 1e3,
 			       med(release) / 1e3, med(skew) / 1e3, med(stage) / 1e3, med(stageMx) / 1e3, med(rowsMd) / 1e3, med(rowsMx) / 1e3, same);
 			CK(cudaGraphExecDestroy(ge));
-			CK(cudaGraphDestroy(g));
 		}
 		CK(cudaFree(W));
 		CK(cudaFree(b0));
