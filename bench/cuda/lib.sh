@@ -24,8 +24,13 @@ ab_setup() {
   echo "== synths at ${SECONDS}s"
 }
 # tg ENV...: tg128 of the file $f (hybrid bench -r 3, cuda-only, cores 0-7)
-# with the environment ENV, its decode tok/s.
-tg() { env "$@" taskset -c 0-7 $P/hybrid bench --model $f --policies cuda-only -p 0 -n 128 -r 3 2>&1 | hcol 5; }
+# with the environment ENV, its decode tok/s; a first argument HB=path runs
+# that hybrid binary instead of $P/hybrid.
+tg() {
+  local hb=$P/hybrid
+  case "$1" in HB=*) hb=${1#HB=} && shift && set -- X=0 "$@" ;; esac
+  env "$@" taskset -c 0-7 $hb bench --model $f --policies cuda-only -p 0 -n 128 -r 3 2>&1 | hcol 5
+}
 # ab_rounds N LABEL=ENV...: for each file of MODELS, N rounds of tg128 with
 # each setting in turn, a line a round ("LABEL tok/s ..."); ENV is one
 # VAR=value (X=0 for none).
