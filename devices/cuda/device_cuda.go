@@ -170,6 +170,8 @@ type Device struct {
 	nrow       int              // rows rowPos has room for
 	xq         dptr             // activation rows quantized to 8 bits for mvb (launchMVB)
 	nxq        int64            // bytes xq has room for
+	xqs        dptr             // a decode step's down projection input, staged once by the gate and up launch (q8Pair)
+	nxqs       int64            // bytes xqs has room for
 	mmtP       dptr             // a split-K prefill mat-mul's partial products (launchMMT)
 	nmmtP      int64            // bytes mmtP has room for
 	mmtX       dptr             // a prefill mat-mul's activations rounded to f16 (launchMMT)

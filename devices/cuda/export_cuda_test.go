@@ -62,3 +62,22 @@ func BatchJoined(d *Device) int {
 	d.do(func() error { n = d.stats.batchJoined; return nil })
 	return n
 }
+
+// SiLUQ8 returns how many of d's gate and up launches also staged the down
+// projection's input (q8Pair).
+func SiLUQ8(d *Device) int {
+	var n int
+	d.do(func() error { n = d.stats.siluQ8; return nil })
+	return n
+}
+
+// PDL reports whether d's decode mat-vecs are programmatic dependent
+// launches (the compute_90 modules, on Hopper and later).
+func PDL(d *Device) bool {
+	var on bool
+	d.do(func() error { on = d.k.pdl; return nil })
+	return on
+}
+
+// NoSiLUQ8 reports whether HYBRID_CUDA_SILU_Q8=0 turned q8Pair off.
+func NoSiLUQ8() bool { return noSiLUQ8 }

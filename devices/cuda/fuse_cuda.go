@@ -93,7 +93,21 @@ const (
 type unit struct {
 	kind fusion
 	ops  []pending
+	q8   q8Link
 }
+
+// q8Link says whether a unit's launch makes the next one's input staged
+// (q8Out: a fuseSiLU unit on mvwq_, which also writes its SiLU·mul's
+// output quantized into d.xqs) or copies it (q8In: the down projection's
+// fuseAdd or fuseMV unit after it, MV_QIN), instead of each of its blocks
+// making it (q8Pair).
+type q8Link uint8
+
+const (
+	q8None q8Link = iota
+	q8Out
+	q8In
+)
 
 // fuse splits batch b into units (device thread only).
 func (d *Device) fuse(b []pending) []unit {
@@ -108,8 +122,53 @@ func (d *Device) fuse(b []pending) []unit {
 			d.stats.fused++
 		}
 	}
+	for i := 0; i+1 < len(us); i++ {
+		if d.q8Pair(us[i], us[i+1]) {
+			us[i].q8, us[i+1].q8 = q8Out, q8In
+		}
+	}
 	d.units = us
 	return us
+}
+
+// noSiLUQ8 is HYBRID_CUDA_SILU_Q8=0: the down projection's launch stages its
+// input itself, every block, as before q8Pair, to compare.
+var noSiLUQ8 = os.Getenv("HYBRID_CUDA_SILU_Q8") == "0"
+
+// q8Pair reports whether unit p, a decode step's gate and up with their
+// SiLU·mul, can make c's input staged once for all of c's blocks: c is the
+// down projection's mat-vec (with or without its residual add) of p's
+// output, with no norm; p's weights have a grouped kernel (mvwq_q4_0,
+// mvwq_q8_0) and c's are Q4_0 or Q8_0 (staged in blocks of 32 alike); the
+// row is whole groups of 32. The grouped launch takes more rows a warp
+// where there are fewer groups than blocks in a wave (TinyLlama's 176
+// groups: four rows a warp, not mvsp_q4_0's two), and still measured
+// faster (bench/cuda/siluq8-ab.sh).
+func (d *Device) q8Pair(p, c unit) bool {
+	if noSiLUQ8 || p.kind != fuseSiLU || (c.kind != fuseAdd && c.kind != fuseMV) || !d.k.pdl || d.mvWarps() == 8 {
+		return false
+	}
+	_, _, _, _, pq := normOf(p.ops)
+	_, _, cnw, _, cq := normOf(c.ops)
+	if cnw != 0 || (c.kind == fuseMV && len(cq) != 1) {
+		return false
+	}
+	s, g, w := pq[2].out, pq[0].w, cq[0].w
+	return d.k.byType[g.typ].mvwq.fn != nil && (w.typ == quant.Q4_0 || w.typ == quant.Q8_0) && same(cq[0].ins[0], s) &&
+		s.n%32 == 0 && w.w.Cols == s.n && stageBytes(w.typ, s.n) <= maxStage
+}
+
+// mvShared is a decode mat-vec launch's shared memory for weights of type t
+// and rows of cols, with a norm or not, and the flags it sets: the staged
+// row, and the norm weight after it where the kernel copies it before its
+// wait (MV_NW_EARLY).
+func mvShared(t quant.Type, cols int, norm bool) (shmem, flags int) {
+	shmem = stageBytes(t, cols)
+	if norm && !noNWEarly && chunk(t) == 32 && cols%8 == 0 && cols <= mvNormCols && shmem+4*cols <= maxStage {
+		flags |= mvNWEarly
+		shmem += 4 * cols
+	}
+	return shmem, flags
 }
 
 // match returns the unit that starts at q[0]: the longest fusion that
@@ -500,7 +559,23 @@ func (d *Device) runMV(u unit) error {
 	for j, p := range q {
 		ws[j] = mvWeight{p.w, p.out}
 	}
-	return d.launchMV(x, nw, nout, eps, ws[:len(q)], mode, res, sum, nil)
+	if u.q8 != q8None {
+		// The down projection's input, staged once (q8Pair).
+		n := sum.n
+		if u.q8 == q8In {
+			n = x.n
+		}
+		if need := int64(stageBytes(quant.Q8_0, n)); need > d.nxqs {
+			if err := d.regrow(&d.xqs, need); err != nil {
+				return err
+			}
+			d.nxqs = need
+		}
+		if u.q8 == q8In {
+			x = &Buffer{dev: d, ptr: d.xqs, n: int(d.nxqs / 4)}
+		}
+	}
+	return d.launchMV(x, nw, nout, eps, ws[:len(q)], mode, res, sum, nil, u.q8)
 }
 
 // normOf splits a mat-vec unit's ops into its RMSNorm, if it starts with
@@ -541,7 +616,7 @@ func (d *Device) runMVRope(u unit) error {
 	ws := []mvWeight{{q[0].w, q[0].out}, {q[1].w, q[1].out}, {q[2].w, q[2].out}}
 	ra := &ropeArgs{qo: rq.out, ko: rk.out, kc: c.k, vc: c.v, rope: rq.op.Rope, freqs: freqs}
 	d.stats.mvRopes++
-	if err := d.launchMV(x, nw, nout, eps, ws, mvRope, nil, nil, ra); err != nil {
+	if err := d.launchMV(x, nw, nout, eps, ws, mvRope, nil, nil, ra, q8None); err != nil {
 		return err
 	}
 	return d.attend(at.op, 1, at.ins[0], at.out, c)
@@ -567,8 +642,11 @@ type mvWeight struct {
 // with nw and eps into nout first, if nw is set) times up to three weights of
 // one type and row length, each into its y, with mode's SiLU·mul or residual
 // add into sum. With one weight, no norm and mvPlain it is the decode step's
-// plain mat-vec, so fused and unfused decode compute alike.
-func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws []mvWeight, mode int, res, sum *Buffer, ra *ropeArgs) error {
+// plain mat-vec, so fused and unfused decode compute alike. With q8 q8Out
+// (an mvSiLU launch) it also writes sum staged into d.xqs, by whole groups
+// of 32 rows a block (mvwq_); with q8In, x is d.xqs, copied in, not made
+// (MV_QIN).
+func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws []mvWeight, mode int, res, sum *Buffer, ra *ropeArgs, q8 q8Link) error {
 	w0 := ws[0].w
 	cols := w0.w.Cols
 	var wp, yp [3]uintptr
@@ -599,11 +677,14 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		ptr(wp[0]).ptr(wp[1]).ptr(wp[2]).i64(int64(w0.rowBytes)).
 		ptr(yp[0]).ptr(yp[1]).ptr(yp[2]).i32(rows[0]).i32(rows[1]).i32(rows[2]).
 		i32(mode).ptr(ptr(res)).ptr(ptr(sum))
-	if ra != nil {
+	switch {
+	case ra != nil:
 		r := ra.rope
 		a.ptr(uintptr(ra.qo.ptr)).ptr(uintptr(ra.ko.ptr)).ptr(uintptr(ra.kc)).ptr(uintptr(ra.vc)).
 			i32(r.HeadDim | r.Dims<<12 | b2i(r.Neox)<<24 | b2i(ropeVPairs)<<25 | b2i(ropePair2)<<26).f32(ropeScale(r)).ptr(uintptr(d.tokens)).ptr(uintptr(ra.freqs))
-	} else {
+	case q8 == q8Out:
+		a.ptr(uintptr(d.xqs)).ptr(0).ptr(0).ptr(0).i32(0).f32(0).ptr(0).ptr(0) // qo: where mvwq_ writes the staged rows
+	default:
 		a.ptr(0).ptr(0).ptr(0).ptr(0).i32(0).f32(0).ptr(0).ptr(0)
 	}
 	tk := d.k.byType[w0.typ]
@@ -642,6 +723,10 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		if k == tk.mvw && tk.mvp.fn != nil && pre && fits {
 			k = tk.mvp
 			d.stats.mvPre++
+		} else if q8 == q8Out {
+			k = tk.mvwq // whole groups of 32 rows a block (q8Pair chose it)
+			need = total / 32
+			d.stats.siluQ8++
 		} else if k == tk.mvw && mode == mvSiLU && tk.mvsp.fn != nil && d.k.pdl && !noPre && !noPreSiLU {
 			// Q4_0's gate and up at two blocks a multiprocessor: the first
 			// unit's two rows' first trip each (mvsp_q4_0).
@@ -653,18 +738,19 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 		}
 	}
 	a.i64(int64(rb2))
-	shmem := stageBytes(w0.typ, cols)
-	flags := 0
-	if nw != 0 && !noNWEarly && chunk(w0.typ) == 32 && cols%8 == 0 && cols <= mvNormCols && shmem+4*cols <= maxStage {
-		// The norm weight copied to shared memory before the wait
-		// (MV_NW_EARLY in kernels/fused.cu), after the staged row.
-		flags |= mvNWEarly
-		shmem += 4 * cols
-	}
+	// The norm weight copied to shared memory before the wait (MV_NW_EARLY
+	// in kernels/fused.cu), after the staged row, where it fits.
+	shmem, flags := mvShared(w0.typ, cols, nw != 0)
 	if resLate {
 		flags |= mvResLate
 	}
+	if q8 == q8In {
+		flags |= mvQIn
+	}
 	a.i32(flags)
+	if q8 == q8Out && k.fn != tk.mvwq.fn {
+		return fmt.Errorf("a gate and up launch asked to stage the down projection's input, on %s", k.name)
+	}
 	blocks, err := mvBlocks(d, k, need, 32*warps, shmem)
 	if err != nil {
 		return err
@@ -673,13 +759,14 @@ func (d *Device) launchMV(x *Buffer, nw uintptr, nout *Buffer, eps float32, ws [
 	return launchShared(k, blocks, 1, 32*warps, shmem, a)
 }
 
-// mvNWEarly and mvResLate are MV_NW_EARLY and MV_RES_LATE, bits of the
-// mat-vec kernel's flags; mvNormCols is the longest row the kernel
+// mvNWEarly, mvResLate and mvQIn are MV_NW_EARLY, MV_RES_LATE and MV_QIN,
+// bits of the mat-vec kernel's flags; mvNormCols is the longest row the kernel
 // normalises in registers (8·MV_THREADS·RP in mv), the only path that
 // reads the norm weight copied early.
 const (
 	mvNWEarly  = 1
 	mvResLate  = 2
+	mvQIn      = 4
 	mvNormCols = 8 * 256 * 4
 )
 

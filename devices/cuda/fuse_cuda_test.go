@@ -127,6 +127,14 @@ func TestFusedDecodeIsExact(t *testing.T) {
 			if r := cuda.MVRopes(fused); one > 0 && (r == 0 || r%one != 0) {
 				t.Fatalf("%d mat-vec launches with their rope, want a multiple of %d (the layers of %d with q, k, v of one type)", r, one, m.Config.Layers)
 			}
+			// Where the gate and up are Q4_0 or Q8_0 and so is the down
+			// projection, on Hopper (programmatic dependent launches)
+			// each layer's down input was staged once.
+			for _, d := range []*cuda.Device{wide, wide2} {
+				if q := cuda.SiLUQ8(d); (typ == "Q4_0" || typ == "Q8_0") && cuda.PDL(d) && !cuda.NoSiLUQ8() && q == 0 {
+					t.Fatalf("no gate and up launch staged the down projection's input")
+				}
+			}
 			t.Logf("%s: fused and unfused logits identical over %d steps (%d fused units, %d ops alone); vs CPU max %.2g of max|logit|", typ, steps, f, alone, worst)
 		})
 	}

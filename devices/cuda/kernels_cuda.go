@@ -89,6 +89,7 @@ type typed struct {
 	mvw2                   kernel // mvw held to two blocks a multiprocessor, Q6_K only (launchMV)
 	mvp                    kernel // mvw with each warp's first row loaded before the wait, Q4_0, Q8_0, Q4_K and Q6_K only (launchMV)
 	mvsp                   kernel // mvw for MV_SILU alone, each warp's first gate and up rows' first trip loaded before the wait, Q4_0 only (launchMV)
+	mvwq                   kernel // MV_SILU by whole groups of 32 rows, writing the down projection's input staged (QG; mvwq_q4_0, mvwq_q8_0: launchMV, q8Pair)
 	mvrp                   kernel // mvw for MV_ROPE alone with each warp's first pair's first trips loaded before the wait, Q8_0 only (Q4_K's are in mvRope)
 	mvb, xq                kernel // mat-vecs of several rows on 8-bit activations, and their quantization (kernels/fused.cu)
 	mvt, mvt2              kernel // mvb on 8-bit tensor cores for up to 16 and 32 rows (kernels/fused.cu), for mvtTypes only
@@ -255,6 +256,11 @@ func loadKernels(major int) (*kernels, error) {
 		}
 		if t == quant.Q8_0 {
 			if tk.mvrp, err = wideMV(fm, "mvrp_q8_0_q8_0"); err != nil {
+				return nil, err
+			}
+		}
+		if name, ok := map[quant.Type]string{quant.Q4_0: "mvwq_q4_0", quant.Q8_0: "mvwq_q8_0"}[t]; ok {
+			if tk.mvwq, err = wideMV(fm, name); err != nil {
 				return nil, err
 			}
 		}

@@ -109,7 +109,7 @@ func TestDecodeMatVec(t *testing.T) {
 				err := g.do(func() (err error) {
 					el, err = replayTime(g, reps, func() error {
 						for c := range copies {
-							if err := g.launchMV(x.(*Buffer), nw, nout, 1e-5, ws[c], mode, nil, ys[2], nil); err != nil {
+							if err := g.launchMV(x.(*Buffer), nw, nout, 1e-5, ws[c], mode, nil, ys[2], nil, q8None); err != nil {
 								return err
 							}
 						}
@@ -378,7 +378,7 @@ func TestMVPreIsExact(t *testing.T) {
 					}
 					sb := buf(sh.rows, nil)
 					p0 := mvPres(g)
-					if err := g.do(func() error { return g.launchMV(x, 0, nil, 0, mw, sh.mode, res, sb, nil) }); err != nil {
+					if err := g.do(func() error { return g.launchMV(x, 0, nil, 0, mw, sh.mode, res, sb, nil, q8None) }); err != nil {
 						t.Fatal(err)
 					}
 					if sh.mode != mvPlain {

@@ -252,6 +252,7 @@ type graphStats struct {
 	flushes      int
 	mvRopes      int // fuseMVRope units launched
 	mvPre        int // mvp_ launches (launchMV)
+	siluQ8       int // gate and up launches that also staged the down projection's input (q8Pair)
 	batchJoined  int // batched steps' launches that joined ops: fuseMVB with its RMSNorm, SiLUMul or residual add, or the rows' RoPE and cache append
 }
 
@@ -751,7 +752,7 @@ func (d *Device) run(op *ops.Op, st ops.Step, w *weight, in []*Buffer, out *Buff
 			if n > 1 {
 				return d.launchMVB(in[0], n, []mvWeight{{w, out}}, mvbPre{}, nil, nil)
 			}
-			return d.launchMV(in[0], 0, nil, 0, []mvWeight{{w, out}}, mvPlain, nil, nil, nil)
+			return d.launchMV(in[0], 0, nil, 0, []mvWeight{{w, out}}, mvPlain, nil, nil, nil, q8None)
 		}
 		if n == 1 {
 			return launch(tk.matvec, (rows+warps-1)/warps, 1, 32*warps, a)

@@ -37,6 +37,7 @@
 #define MV_RSC 128     // pairs of a head whose sine and cosine MV_ROPE tabulates (heads up to 256)
 #define MV_NW_EARLY 1  // flags: the norm weight copied to shared memory before the wait (mv)
 #define MV_RES_LATE 2  // flags: MV_ADD's residual read after the product, not before (mv)
+#define MV_QIN 4       // flags: x is the input already staged (xq_at's layout, made once by the gate and up launch before, QG), copied, not made (mv)
 #ifndef MV_STAGE_COPY
 #define MV_STAGE_COPY 0 // 1 (2: only the launches without a norm, the o and down projections; thirty-eighth session, tg128 TinyLlama Q4_0 1829 → 1915 against 2093 for 1, Q4_K_M 1648 → 1719 against 1761): a timing-only build whose block-type mat-vecs copy a staged input from x's bytes instead of making it (wrong products): what an input quantized once, by the launch before, would cost; on an H200 (twenty-seventh session) Q4_K 12288×4096 norm 13.04 → 11.08 µs, Q6_K 4096×11008 15.38 → 13.60, Q4_0 2560×2048 norm 4.18 → 3.02, and tg128 Llama-7B 515 → 554 tok/s, TinyLlama Q4_0 1534 → 1785: the most such a design could gain, before its own cost (see mv)
 #endif
@@ -256,7 +257,7 @@ __device__ __forceinline__ void rope_rows(int g, int lane, const XQ &xq, const f
 #define MV_PRE 4
 #endif
 template <int T> __host__ __device__ constexpr int preTrips() { return T == T_Q6_K ? 1 : T == T_Q4_K ? 2 : MV_PRE; }
-template <int T, int NT, int T2 = T, bool SEQ = false, bool PB = false, bool PRE = false, int PS = 0>
+template <int T, int NT, int T2 = T, bool SEQ = false, bool PB = false, bool PRE = false, int PS = 0, bool QG = false>
 __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout, float eps, int cols, const uint8_t *W0, const uint8_t *W1,
                                    const uint8_t *W2, long long rb, float *Y0, float *Y1, float *Y2, int r0, int r1, int r2, int mode,
                                    const float *res, float *S, float *qo, float *ko, __half *kc, __half *vc, int rope, float rscale,
@@ -264,6 +265,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	extern __shared__ float4 smem[];
 	__shared__ float part[32];
 	__shared__ float2 rsc[MV_RSC];
+	__shared__ float sg[QG ? 2 : 1][32]; // QG: the group's S values, by the group's parity
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int total = mode == MV_SILU ? r0 : mode == MV_ROPE ? (r0 + r1) / 2 + ((rope >> 25) & 1 ? r2 / 2 : r2) : r0 + r1 + r2, nwarps = gridDim.x * (NT / 32);
 #if __CUDA_ARCH__ >= 900
@@ -323,7 +325,7 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	constexpr bool PRE_ROPE = PRE && (T == T_Q4_0 || ((T == T_Q4_K || T == T_Q8_0) && PB));
 	typename Pre<T>::Raw pre[PRE ? preTrips<T>() : 1];
 	const uint8_t *preRow = nullptr;
-	int g0 = blockIdx.x * (NT / 32) + warp; // the warp's first unit (the loop below's first g)
+	int g0 = QG ? 32 * blockIdx.x + warp : blockIdx.x * (NT / 32) + warp; // the warp's first unit (the loop below's first g)
 	if (PRE && (mode == MV_PLAIN || mode == MV_ADD || (mode == MV_ROPE && PRE_ROPE) || (mode == MV_SILU && PS > 0)) && g0 < total) {
 		// The warp's first row and its first full trips' loads, as
 		// row_dotq would issue them; for MV_ROPE, where the unit's two
@@ -376,7 +378,11 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			rsc[threadIdx.x] = make_float2(sn, cs);
 		}
 	}
-	if (MV_STAGE_SKIP) {
+	if (D8<T>::block == 32 && mode != MV_ROPE && mode != MV_SILU && (flags & MV_QIN)) {
+		// The input staged once, for every block, by the launch before
+		// (QG, below): its bytes copied in, 16 a thread at a time.
+		for (int i = threadIdx.x; i < ((xqBytes(cols) + 15) & ~15) / 16; i += NT) smem[i] = ((const float4 *)x)[i];
+	} else if (MV_STAGE_SKIP) {
 		// Timing only (bench/cuda/mv-ab.sh): no input staged, so the
 		// products are wrong; what the staging costs a launch.
 	} else if (MV_STAGE_COPY && D8<T>::block && (MV_STAGE_COPY == 1 || !nw)) {
@@ -469,7 +475,13 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 	}
 	__syncthreads();
 	int nb = cols / (D8<T>::block ? D8<T>::block : 1);
-	for (int g = blockIdx.x * (NT / 32) + warp; g < total; g += nwarps) {
+	// QG (MV_SILU only): block b takes the units (rows) of groups of 32,
+	// b, b + gridDim.x, …, each warp every NT/32-th row of a group, so
+	// that a block holds a whole group of S, which it quantizes for the
+	// launch after (q8_group).
+	constexpr int per = QG ? 32 / (NT / 32) : 1; // rows a warp takes of a group
+	for (int it = 0, g = g0; g < total;
+	     it++, g = QG ? 32 * (blockIdx.x + it / per * gridDim.x) + it % per * (NT / 32) + warp : g + nwarps) {
 		if (mode == MV_ROPE) {
 			rope_rows<T, T2, PB, PRE_ROPE ? preTrips<T>() / 2 : 0>(g, lane, xq, xs, nb, cols, W0, W1, W2, rb, rb2, Y0, Y1, Y2, r0, r1, qo, ko, kc, vc,
 			                                                  rope, rscale, posp, freqs, rsc, PRE ? pre : nullptr, preRow);
@@ -519,6 +531,19 @@ __device__ __forceinline__ void mv(const float *x, const float *nw, float *nout,
 			row_dot2<T>(W, U, xs, cols / 8, lane, y[0], y[1]);
 		} else {
 			y[0] = row_dot<T>(W, xs, cols, lane);
+		}
+		if (QG) {
+			float *sp = sg[it / per & 1];
+			if (lane == 0) {
+				float s = silu_of(y[0], y[1]);
+				Y0[row] = y[0], Y1[row] = y[1], S[row] = s;
+				sp[it % per * (NT / 32) + warp] = s;
+			}
+			if (it % per == per - 1) {
+				__syncthreads();
+				if (warp == 0) q8_group(sp[lane], (uint8_t *)qo, total, g / 32);
+			}
+			continue;
 		}
 		if (lane != 0) continue;
 		if (mode == MV_SILU) {
@@ -586,6 +611,17 @@ MVP_BIG(T_Q6_K, q6_k)
 #define MV_PRE_SILU 1
 #endif
 MV_K(mvsp_q4_0, (MVW_THREADS_SMALL, 2), MV_SILU, T_Q4_0, MVW_THREADS_SMALL, T_Q4_0, false, false, true, MV_PRE_SILU)
+
+// mvwq_q4_0 and mvwq_q8_0: mvw_'s MV_SILU launch with each block taking
+// whole groups of 32 rows (QG), which it also writes quantized in blocks of
+// 32 (q8_group, xq_at's layout) to qo, the input the down projection's
+// launch after copies in (MV_QIN) instead of making it from S: made once
+// for the launch, not by each of its blocks. For a down projection of Q4_0
+// or Q8_0 (q81 false); q8Pair (fuse_cuda.go) pairs the two. Q4_0's is
+// without mvsp_q4_0's early loads: with them (mvsq_q4_0, thirty-ninth
+// session) the gate and up launch lost more than the down launch gained.
+MV_K(mvwq_q4_0, (MVW_THREADS_SMALL), MV_SILU, T_Q4_0, MVW_THREADS_SMALL, T_Q4_0, false, false, false, 0, true)
+MV_K(mvwq_q8_0, (MVW_THREADS_SMALL), MV_SILU, T_Q8_0, MVW_THREADS_SMALL, T_Q8_0, false, false, false, 0, true)
 
 // mvr_<type>_<type2> and mvrw_<type>_<type2>: MV_ROPE's launch (on eight and
 // on sixteen warps a block) where v's weight is of type2 and q's and k's of

@@ -82,6 +82,28 @@ __device__ __forceinline__ void quant32_piece(int c, const float *v, XQ x, bool 
 	}
 }
 
+// q8_group quantizes block k of a row of cols into the XQ at p (xq_at's
+// layout, in global memory), one element a lane of a warp (lane l holds
+// element 32k + l): the bytes quant32_piece makes for a block of Q4_0 or
+// Q8_0 (q81 false), bit for bit, since the largest magnitude (fmaxf from 0)
+// and the integer sum do not depend on the order they are taken in. The
+// MV_SILU launch of mvwq_q4_0 and mvwq_q8_0 (fused.cu) makes the down
+// projection's input so, once for all its blocks.
+__device__ __forceinline__ void q8_group(float v, uint8_t *p, int cols, int k) {
+	XQ x = xq_at(p, cols);
+	int lane = threadIdx.x & 31;
+	float amax = fmaxf(0.0f, fabsf(v));
+	for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, o));
+	float id = amax != 0 ? 127.0f / amax : 0.0f;
+	int q = __float2int_rn(__fmul_rn(v, id));
+	x.q[xo(32 * k + lane)] = (int8_t)q;
+	int sum = __reduce_add_sync(FULL, q);
+	if (lane == 0) {
+		float d = amax / 127.0f, dr = f16r(d);
+		x.d[k] = dr, x.s[k] = __fmul_rn(dr, (float)sum), x.sum[k] = sum;
+	}
+}
+
 // quant32 quantizes val(0..cols) into x in blocks of 32: thread t takes
 // pieces t, t+256, …, so that a row of 2048 is one pass of a block of 256.
 template <class V>
