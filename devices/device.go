@@ -190,8 +190,9 @@ type Chainer interface {
 	NextPick() (int32, error)
 }
 
-// MaxChained is the most picks a Chainer holds queued at once.
-const MaxChained = 8
+// MaxChained is the most picks a Chainer holds queued at once (a chain
+// queues eight, more where a step is short: runtime's grownDepth).
+const MaxChained = 32
 
 // SampleChainer is a Chainer that also makes a sequence's sampled picks
 // itself: SampleNext queues, as PickNext does, the pick that a sampler with

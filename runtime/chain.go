@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"hybrid/devices"
 	"hybrid/ops"
@@ -35,6 +36,15 @@ type stepChain struct {
 	last  int32                 // the pick step returned last: the token of the step at front
 	s     *Sampler              // the queued steps' sampler; nil: greedy picks
 	draws []float32             // the queued sampled picks' draws, oldest first
+
+	// Where depth grows (chainGrow): the shortest time seen between two
+	// reads of picks that each waited for their step, the device's time
+	// for a step (0: none yet), and the last read's end and whether it
+	// waited (observe).
+	grow   bool
+	stepT  time.Duration
+	read   time.Time
+	waited bool
 }
 
 // chainDepth is the most steps a chain queues at once: the
@@ -48,7 +58,8 @@ var chainDepth = func() int {
 	return defaultChain
 }()
 
-// defaultChain is chainDepth's default: as many as a device holds. Measured
+// defaultChain is chainDepth's default, eight, from which a chain grows
+// where a step is short (chainGrow). Measured
 // on an H200 (tg128 tok/s, hybrid pinned to one host core alone → sharing
 // it with a busy loop, bench/cuda/slow-host.sh's test; HYBRID_GREEDY_CHAIN
 // 0 / 2 / 4 / 8): TinyLlama Q4_0 1373 → 695, 1520 → 888, 1527 → 1080, 1520
@@ -58,11 +69,40 @@ var chainDepth = func() int {
 // queued ahead. The cost: a sequence that stops on its end token leaves up
 // to seven steps queued past it, which the next step on the executor (or
 // close) waits for (about 5 ms for TinyLlama, 14 ms for the 7B there).
-const defaultChain = devices.MaxChained
+const defaultChain = 8
+
+// chainGrow says whether a chain's depth grows past chainDepth, up to
+// devices.MaxChained, until the steps queued ahead take at least chainAhead
+// of the device's time (grownDepth): HYBRID_GREEDY_CHAIN unset. Eight
+// steps of TinyLlama Q4_0 on an H200 are 4.2 ms, shorter than a time slice
+// the host may lose: pinned to one host core shared with a busy loop,
+// hybrid kept 90% and 86% of its tg128 at eight (1702 and 1627 tok/s
+// against 1893 and 1895 alone), 96% and 98% at sixteen, 95% and 96% at 32
+// (thirty-ninth session, two rounds; bench/RESULTS.md). The 7B's eight
+// steps are 14 ms already and kept 99%. The cost is the same as eight's
+// for a long step: a sequence that stops on its end token leaves up to
+// chainAhead of steps queued past it.
+var chainGrow = os.Getenv("HYBRID_GREEDY_CHAIN") == ""
+
+// chainAhead is the device time a growing chain keeps queued ahead.
+const chainAhead = 8 * time.Millisecond
+
+// pickWaited is how long a pick's read takes at least where it waited for
+// its step (a read of a pick already made takes microseconds).
+const pickWaited = 20 * time.Microsecond
+
+// grownDepth is the depth, at least depth and at most devices.MaxChained,
+// whose steps of t each take at least chainAhead.
+func grownDepth(depth int, t time.Duration) int {
+	if t <= 0 {
+		return depth
+	}
+	return max(depth, min(int((chainAhead+t-1)/t), devices.MaxChained))
+}
 
 // newStepChain returns e's chained stepper; close it when done.
 func (e *Executor) newStepChain() (*stepChain, error) {
-	g := &stepChain{e: e, depth: chainDepth}
+	g := &stepChain{e: e, depth: chainDepth, grow: chainGrow}
 	if e.opts.SyncEachOp || g.depth < 2 {
 		return g, nil
 	}
@@ -190,12 +230,33 @@ func (g *stepChain) next() (int32, float32, error) {
 	if len(g.draws) > 0 {
 		draw, g.draws = g.draws[0], g.draws[1:]
 	}
+	t0 := time.Now()
 	id, err := g.ch.NextPick()
 	if err != nil {
 		return 0, 0, g.fileErr(err)
 	}
+	if g.grow {
+		g.observe(t0, time.Now())
+	}
 	g.e.Stats.Steps++
 	return id, draw, nil
+}
+
+// observe grows the chain's depth (grownDepth) from a pick's read that
+// began at t0 and ended at t1. A read that waited ended as the device
+// finished that step; where the read before it waited too, the steps
+// between them ran back to back, so the time between the two reads is a
+// step's device time, or more where the device ran dry or the host was
+// late: the shortest seen is taken.
+func (g *stepChain) observe(t0, t1 time.Time) {
+	waited := t1.Sub(t0) > pickWaited
+	if waited && g.waited {
+		if d := t1.Sub(g.read); d > 0 && (g.stepT == 0 || d < g.stepT) {
+			g.stepT = d
+			g.depth = grownDepth(g.depth, d)
+		}
+	}
+	g.read, g.waited = t1, waited
 }
 
 // run queues step st and its pick: the greedy one, or g.s's with its next

@@ -92,7 +92,8 @@ func TestCUDAGreedyChain(t *testing.T) {
 		return toks
 	}
 	want := run(false)
-	defer func(d int) { chainDepth = d }(chainDepth)
+	defer func(d int, g bool) { chainDepth, chainGrow = d, g }(chainDepth, chainGrow)
+	chainGrow = false // the depths set, not grown (TestChainGrows)
 	for _, depth := range []int{2, 4, devices.MaxChained} {
 		chainDepth = depth
 		if got := run(true); !slices.Equal(got, want) {
@@ -294,7 +295,8 @@ func TestCUDASampleNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	defer func(d int) { chainDepth = d }(chainDepth)
+	defer func(d int, g bool) { chainDepth, chainGrow = d, g }(chainDepth, chainGrow)
+	chainGrow = false // the depths set, not grown (TestChainGrows)
 	var want []int32
 	for _, depth := range []int{0, 2, devices.MaxChained} {
 		chainDepth = depth

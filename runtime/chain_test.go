@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"hybrid/devices"
 	"hybrid/devices/cpu"
@@ -118,8 +119,9 @@ func TestGreedyChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func(d int) { chainDepth = d }(chainDepth)
-	for _, depth := range []int{2, 4, devices.MaxChained} {
+	defer func(d int, g bool) { chainDepth, chainGrow = d, g }(chainDepth, chainGrow)
+	chainGrow = false // the depths set, not grown (TestChainGrows)
+	for _, depth := range []int{2, 4, defaultChain, devices.MaxChained} {
 		chainDepth = depth
 		greedy := SamplerConfig{TopP: 1, RepeatPenalty: 1}
 		for _, max := range []int{1, 2, 12, 200} { // 200: stopped by the context
@@ -152,7 +154,7 @@ func TestGreedyChain(t *testing.T) {
 		if _, err := e.greedyDecode(22, 2, 10); err != nil {
 			t.Fatal(err)
 		}
-		if c.chained != 9 || len(c.queue) != 0 || c.picks != 10 || c.most != depth {
+		if c.chained != 9 || len(c.queue) != 0 || c.picks != 10 || c.most != min(depth, 10) {
 			t.Fatalf("depth %d: bench's 10 steps: %d chained, %d picks, %d left, at most %d queued at once", depth, c.chained, c.picks, len(c.queue), c.most)
 		}
 
@@ -257,7 +259,8 @@ func TestSampledChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func(d int) { chainDepth = d }(chainDepth)
+	defer func(d int, g bool) { chainDepth, chainGrow = d, g }(chainDepth, chainGrow)
+	chainGrow = false // the depths set, not grown (TestChainGrows)
 	sampled := DefaultSampler()
 	sampled.Seed = 7
 	for _, depth := range []int{2, 4, devices.MaxChained} {
@@ -302,6 +305,8 @@ func TestSampledChain(t *testing.T) {
 // (the queued step dropped for their prompt and the batched steps) and
 // requests on several slots give the tokens of their prompts run alone.
 func TestEngineGreedyChain(t *testing.T) {
+	defer func(g bool) { chainGrow = g }(chainGrow)
+	chainGrow = false // chainDepth's steps at most, not grown (TestChainGrows)
 	m := builtinModel(t)
 	greedy := SamplerConfig{TopP: 1, RepeatPenalty: 1}
 	ref, err := NewExecutor(m, cpu.New("cpu", 1), 256)
@@ -457,5 +462,50 @@ func TestEngineSampledChain(t *testing.T) {
 	if n := len(want.Tokens) - 2; c.chained != n || c.samples != n+1 || len(c.queue) != 0 {
 		t.Fatalf("%d tokens: %d chained steps (want %d), %d picks on the device (want %d), %d left queued", len(want.Tokens), c.chained, n, c.samples, n+1,
 			len(c.queue))
+	}
+}
+
+// TestChainGrows checks how a chain's depth grows: to the steps that take
+// chainAhead of the device's step time, from the depth it has up to
+// devices.MaxChained (grownDepth), with the step time the shortest time
+// between two reads of picks that each waited for their step (observe).
+func TestChainGrows(t *testing.T) {
+	us := time.Microsecond
+	for _, c := range []struct {
+		depth int
+		step  time.Duration
+		want  int
+	}{
+		{8, 0, 8},
+		{8, 527 * us, 16}, // TinyLlama Q4_0 on an H200: 8 ms is 15.2 steps
+		{8, 1770 * us, 8}, // the 7B: eight steps are 14 ms already
+		{8, 100 * us, devices.MaxChained},
+		{2, 2 * time.Millisecond, 4},
+		{20, time.Millisecond, 20}, // never shrinks
+	} {
+		if got := grownDepth(c.depth, c.step); got != c.want {
+			t.Errorf("grownDepth(%d, %v) = %d, want %d", c.depth, c.step, got, c.want)
+		}
+	}
+	g := &stepChain{depth: 8, grow: true}
+	at := func(n int) time.Time { return time.Unix(0, 0).Add(time.Duration(n) * us) }
+	for i, r := range []struct {
+		t0, t1 int // the read's start and end, µs
+		depth  int
+		stepT  time.Duration
+	}{
+		{0, 600, 8, 0},             // waited, the first read
+		{700, 705, 8, 0},           // did not wait
+		{705, 1000, 8, 0},          // waited, the read before did not
+		{1010, 1527, 16, 527 * us}, // waited after one that waited: a step
+		{1530, 3600, 16, 527 * us}, // longer (the host late): not taken
+		{3600, 3604, 16, 527 * us}, // did not wait
+		{3604, 3700, 16, 527 * us}, // waited, after one that did not
+		{3700, 4000, 27, 300 * us}, // shorter: 8 ms is 26.7 such steps
+	} {
+		g.observe(at(r.t0), at(r.t1))
+		if g.depth != r.depth || g.stepT != r.stepT {
+			t.Fatalf("read %d (%d–%d µs): depth %d, step %v; want %d, %v", i, r.t0, r.t1, g.depth, g.stepT, r.depth, r.stepT)
+		}
 	}
 }
