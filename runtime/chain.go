@@ -77,7 +77,7 @@ const defaultChain = 8
 // steps of TinyLlama Q4_0 on an H200 are 4.2 ms, shorter than a time slice
 // the host may lose: pinned to one host core shared with a busy loop,
 // hybrid kept 90% and 86% of its tg128 at eight (1702 and 1627 tok/s
-// against 1893 and 1895 alone), 96% and 98% at sixteen, 95% and 96% at 32
+// against 1893 and 1895 alone), 96% and 98% at sixteen, 95% and 97% at 32
 // (thirty-ninth session, two rounds; bench/RESULTS.md). The 7B's eight
 // steps are 14 ms already and kept 99%. The cost is the same as eight's
 // for a long step: a sequence that stops on its end token leaves up to
