@@ -84,8 +84,9 @@ const defaultChain = 8
 // chainAhead of steps queued past it.
 var chainGrow = os.Getenv("HYBRID_GREEDY_CHAIN") == ""
 
-// chainAhead is the device time a growing chain keeps queued ahead.
-const chainAhead = 8 * time.Millisecond
+// chainAhead is the device time a growing chain keeps queued ahead (a
+// variable for tests).
+var chainAhead = 8 * time.Millisecond
 
 // pickWaited is how long a pick's read takes at least where it waited for
 // its step (a read of a pick already made takes microseconds).

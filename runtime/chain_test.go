@@ -23,8 +23,9 @@ type chainer struct {
 	queue          []int32
 	kept           int32
 	chained, picks int
-	early          int // steps not chained run while a pick was queued
-	most           int // the most picks queued at once
+	early          int           // steps not chained run while a pick was queued
+	most           int           // the most picks queued at once
+	wait           time.Duration // how long each NextPick takes, as a GPU's read waits for its step
 }
 
 func (c *chainer) Chains() bool { return true }
@@ -52,6 +53,7 @@ func (c *chainer) NextPick() (int32, error) {
 	if len(c.queue) == 0 {
 		return 0, errors.New("no pick queued")
 	}
+	time.Sleep(c.wait)
 	id := c.queue[0]
 	c.queue = c.queue[1:]
 	return id, nil
@@ -508,4 +510,37 @@ func TestChainGrows(t *testing.T) {
 			t.Fatalf("read %d (%d–%d µs): depth %d, step %v; want %d, %v", i, r.t0, r.t1, g.depth, g.stepT, r.depth, r.stepT)
 		}
 	}
+}
+
+// TestGreedyChainGrows runs Generate on a device whose reads of its picks
+// wait, as a GPU's wait for the step they follow: the chain grows past
+// defaultChain, since its steps are far shorter than chainAhead (set to
+// 100 ms), never past
+// what the device holds (PickNext fails there), and gives the tokens of a
+// device that does not chain.
+func TestGreedyChainGrows(t *testing.T) {
+	defer func(d int, g bool, a time.Duration) { chainDepth, chainGrow, chainAhead = d, g, a }(chainDepth, chainGrow, chainAhead)
+	// 100 ms ahead: a CPU step on a loaded machine is still far shorter
+	// than a twelfth of it, so that the chain grows past eight for sure.
+	chainDepth, chainGrow, chainAhead = defaultChain, true, 100*time.Millisecond
+	m := builtinModel(t)
+	const ctx = 128
+	plain, err := NewExecutor(m, cpu.New("cpu", 1), ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &chainer{batcher: batcher{Device: cpu.New("cpu", 1), seen: map[*devices.Call]int{}}, wait: 100 * time.Microsecond}
+	e, err := NewExecutor(m, c, ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := GenerateOptions{Prompt: "Once upon a time", MaxTokens: 100, Sampler: SamplerConfig{TopP: 1, RepeatPenalty: 1}}
+	want := generateBoth(t, plain, e, o, "a growing chain")
+	if len(c.queue) != 0 {
+		t.Fatalf("%d picks left unread", len(c.queue))
+	}
+	if c.most <= defaultChain {
+		t.Fatalf("at most %d picks queued at once over %d steps: the chain did not grow past %d", c.most, want.Timings.DecodedTokens, defaultChain)
+	}
+	t.Logf("%d steps, at most %d picks queued at once", want.Timings.DecodedTokens, c.most)
 }
