@@ -26,6 +26,10 @@ type BenchResult struct {
 	// mat-mul's matrix whole, one row of the embedding. Times decode tok/s it
 	// is the weight traffic, to compare with the machine's read bandwidth.
 	DecodeWeightBytes int64 `json:"decode_weight_bytes"`
+	// ChainDepth is the most decode steps queued at once before their
+	// picks were read (a GPU that keeps its picks; 0 where each step
+	// waited for the one before).
+	ChainDepth int `json:"chain_depth"`
 	// Ops, when asked for (BenchSession's breakdown), is where a decode
 	// step's time went, measured after the timed runs.
 	Ops *Breakdown `json:"decode_ops,omitempty"`
@@ -166,6 +170,7 @@ func (e *Executor) BenchDepth(nPrompt, nGen, depth, reps int, seed uint64) (*Ben
 			res.DecodeTokS = append(res.DecodeTokS, float64(nGen)/el.Seconds())
 		}
 	}
+	res.ChainDepth = e.Stats.ChainDepth
 	return res, nil
 }
 

@@ -192,6 +192,7 @@ func (g *stepChain) stepSeq(tok int32, pos, base, left int, s *Sampler) (int32, 
 		}
 		g.ahead++
 	}
+	e.Stats.ChainDepth = max(e.Stats.ChainDepth, g.ahead)
 	id, draw, err := g.next()
 	if err != nil {
 		return 0, err

@@ -542,5 +542,8 @@ func TestGreedyChainGrows(t *testing.T) {
 	if c.most <= defaultChain {
 		t.Fatalf("at most %d picks queued at once over %d steps: the chain did not grow past %d", c.most, want.Timings.DecodedTokens, defaultChain)
 	}
+	if e.Stats.ChainDepth != c.most {
+		t.Fatalf("Stats.ChainDepth %d, but the device held up to %d picks at once", e.Stats.ChainDepth, c.most)
+	}
 	t.Logf("%d steps, at most %d picks queued at once", want.Timings.DecodedTokens, c.most)
 }

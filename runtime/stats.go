@@ -24,6 +24,9 @@ type Stats struct {
 	// cache for a step: the cells before it copied in, the step's cells
 	// copied back, each a copy.
 	KVStreams CopyStats
+	// ChainDepth is the most decode steps a chain queued at once
+	// (stepChain; 0: none chained).
+	ChainDepth int
 }
 
 // DeviceStats is one device's share.
@@ -49,7 +52,7 @@ func (s *Stats) init(devs []devices.Device) {
 	s.Links = map[string]*CopyStats{}
 	s.Copies = CopyStats{}
 	s.Streams, s.KVStreams = CopyStats{}, CopyStats{}
-	s.Steps = 0
+	s.Steps, s.ChainDepth = 0, 0
 }
 
 // Reset clears the counts.

@@ -29,11 +29,13 @@ for spec in $MODELS; do
     taskset -c $C bash -c 'while :; do :; done' &
     busy=$!
     h1=$(hyb $m) l1=$(lcp $m)
+    # how deep the chain of greedy steps grew, shared (runtime's grownDepth)
+    c1=$(taskset -c $C $H bench --model $m --policies cuda-only -p 0 -n 128 -r 1 -d 1 --threads 1 --json 2>/dev/null | sed -E 's/.*"chain_depth":([0-9]+).*/\1/')
     kill $busy; wait $busy 2>/dev/null
-    python3 - "$1 $2 r$r" "$h0" "$h1" "$l0" "$l1" <<'PY'
+    python3 - "$1 $2 r$r" "$h0" "$h1" "$l0" "$l1" "$c1" <<'PY'
 import sys
-name, h0, h1, l0, l1 = sys.argv[1], *map(float, sys.argv[2:])
-print(f"{name}: hybrid {h0:.1f} -> {h1:.1f} tok/s (keeps {100*h1/h0:.0f}%), llama.cpp {l0:.1f} -> {l1:.1f} (keeps {100*l1/l0:.0f}%)")
+name, h0, h1, l0, l1, c1 = sys.argv[1], *map(float, sys.argv[2:6]), sys.argv[6]
+print(f"{name}: hybrid {h0:.1f} -> {h1:.1f} tok/s (keeps {100*h1/h0:.0f}%; up to {c1} steps queued), llama.cpp {l0:.1f} -> {l1:.1f} (keeps {100*l1/l0:.0f}%)")
 PY
   done
 done

@@ -134,6 +134,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		if len(res.DecodeTokS) > 0 {
 			mean, sd := runtime.MeanStd(res.DecodeTokS)
 			fmt.Fprintf(stdout, "tg%d%s: %.2f ± %.2f tok/s\n", *nGen, at, mean, sd)
+			if res.ChainDepth > 1 {
+				fmt.Fprintf(stdout, "decode: up to %d steps queued ahead of their picks\n", res.ChainDepth)
+			}
 		}
 		if res.Ops != nil {
 			printBreakdown(stdout, res.Ops)
