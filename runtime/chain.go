@@ -249,7 +249,9 @@ func (g *stepChain) next() (int32, float32, error) {
 // finished that step; where the read before it waited too, the steps
 // between them ran back to back, so the time between the two reads is a
 // step's device time, or more where the device ran dry or the host was
-// late: the shortest seen is taken.
+// late: the shortest seen is taken. (A read slowed by the host's own
+// hand-off can make it shorter, which only queues more, up to
+// devices.MaxChained.)
 func (g *stepChain) observe(t0, t1 time.Time) {
 	waited := t1.Sub(t0) > pickWaited
 	if waited && g.waited {
