@@ -190,6 +190,19 @@ type Chainer interface {
 	NextPick() (int32, error)
 }
 
+// PickTimer is a Chainer that times its picks on the device: PickGap
+// gives the device's time between the pick NextPick read last and the pick
+// queued just before it, ok false where the read before was not of that
+// pick. Picks queued back to back are a step apart on the device; a device
+// that ran dry between them (its host late to queue) makes the gap longer,
+// never shorter, so the shortest gap seen is a step's device time, whatever
+// the host's own delays (runtime's grownDepth). Call it from the goroutine
+// that called NextPick.
+type PickTimer interface {
+	Chainer
+	PickGap() (gap time.Duration, ok bool)
+}
+
 // MaxChained is the most picks a Chainer holds queued at once (a chain
 // queues eight, more where a step is short: runtime's grownDepth).
 const MaxChained = 32

@@ -37,14 +37,12 @@ type stepChain struct {
 	s     *Sampler              // the queued steps' sampler; nil: greedy picks
 	draws []float32             // the queued sampled picks' draws, oldest first
 
-	// Where depth grows (chainGrow): the shortest time seen between two
-	// reads of picks that each waited for their step, the device's time
-	// for a step (0: none yet), and the last read's end and whether it
-	// waited (observe).
-	grow   bool
-	stepT  time.Duration
-	read   time.Time
-	waited bool
+	// Where depth grows (chainGrow, a device that times its picks): the
+	// shortest device time seen between two picks queued back to back, a
+	// step's device time (0: none yet; observe).
+	grow  bool
+	pt    devices.PickTimer
+	stepT time.Duration
 }
 
 // chainDepth is the most steps a chain queues at once: the
@@ -73,7 +71,8 @@ const defaultChain = 8
 
 // chainGrow says whether a chain's depth grows past chainDepth, up to
 // devices.MaxChained, until the steps queued ahead take at least chainAhead
-// of the device's time (grownDepth): HYBRID_GREEDY_CHAIN unset. Eight
+// of the device's time (grownDepth), on a device that times its picks
+// (devices.PickTimer): HYBRID_GREEDY_CHAIN unset. Eight
 // steps of TinyLlama Q4_0 on an H200 are 4.2 ms, shorter than a time slice
 // the host may lose: pinned to one host core shared with a busy loop,
 // hybrid kept 90% and 86% of its tg128 at eight (1702 and 1627 tok/s
@@ -87,10 +86,6 @@ var chainGrow = os.Getenv("HYBRID_GREEDY_CHAIN") == ""
 // chainAhead is the device time a growing chain keeps queued ahead (a
 // variable for tests).
 var chainAhead = 8 * time.Millisecond
-
-// pickWaited is how long a pick's read takes at least where it waited for
-// its step (a read of a pick already made takes microseconds).
-const pickWaited = 20 * time.Microsecond
 
 // grownDepth is the depth, at least depth and at most devices.MaxChained,
 // whose steps of t each take at least chainAhead.
@@ -121,6 +116,9 @@ func (e *Executor) newStepChain() (*stepChain, error) {
 	}
 	if ch, ok := c.dev[last.ID].(devices.Chainer); ok && ch.Chains() {
 		g.ch, g.c = ch, c
+		if g.grow {
+			g.pt, _ = ch.(devices.PickTimer)
+		}
 		if !noDeviceTopK {
 			g.sch, _ = ch.(devices.SampleChainer)
 		}
@@ -232,35 +230,32 @@ func (g *stepChain) next() (int32, float32, error) {
 	if len(g.draws) > 0 {
 		draw, g.draws = g.draws[0], g.draws[1:]
 	}
-	t0 := time.Now()
 	id, err := g.ch.NextPick()
 	if err != nil {
 		return 0, 0, g.fileErr(err)
 	}
-	if g.grow {
-		g.observe(t0, time.Now())
+	if g.pt != nil {
+		g.observe(g.pt.PickGap())
 	}
 	g.e.Stats.Steps++
 	return id, draw, nil
 }
 
-// observe grows the chain's depth (grownDepth) from a pick's read that
-// began at t0 and ended at t1. A read that waited ended as the device
-// finished that step; where the read before it waited too, the steps
-// between them ran back to back, so the time between the two reads is a
-// step's device time, or more where the device ran dry or the host was
-// late: the shortest seen is taken. (A read slowed by the host's own
-// hand-off can make it shorter, which only queues more, up to
-// devices.MaxChained.)
-func (g *stepChain) observe(t0, t1 time.Time) {
-	waited := t1.Sub(t0) > pickWaited
-	if waited && g.waited {
-		if d := t1.Sub(g.read); d > 0 && (g.stepT == 0 || d < g.stepT) {
-			g.stepT = d
-			g.depth = grownDepth(g.depth, d)
-		}
+// observe grows the chain's depth (grownDepth) from the device's time
+// between the pick just read and the one queued before it
+// (devices.PickTimer; ok false: none). Picks queued back to back are a
+// step apart on the device, and a device that ran dry between them, its
+// host late, only makes the gap longer: the shortest seen is a step's
+// device time. The device's clock, not the host's: the thirty-ninth
+// session's reads timed on the host, where a read slowed by the host's
+// own hand-off looked like a short step, grew the 7B's chain to 32 steps
+// (56 ms) on a shared core and TinyLlama's to 30 at depth 4096, where the
+// rule gives 8 and 11.
+func (g *stepChain) observe(d time.Duration, ok bool) {
+	if ok && d > 0 && (g.stepT == 0 || d < g.stepT) {
+		g.stepT = d
+		g.depth = grownDepth(g.depth, d)
 	}
-	g.read, g.waited = t1, waited
 }
 
 // run queues step st and its pick: the greedy one, or g.s's with its next

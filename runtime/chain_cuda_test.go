@@ -103,6 +103,58 @@ func TestCUDAGreedyChain(t *testing.T) {
 	t.Logf("%d greedy tokens chained as waited for, %d, %d and %d steps queued at most", len(want), 2, 4, devices.MaxChained)
 }
 
+// TestCUDAChainTimesSteps checks the GPU's times of its picks
+// (devices.PickTimer), from which a chain grows: over 100 chained greedy
+// steps, the shortest gap between two picks is positive, at least 5 µs (a
+// step is dozens of launches), and no longer than the host's wall time a
+// step (the gaps lie inside it); the depth is the one grownDepth gives it.
+// The model is stories260K, or HYBRID_BENCH_MODEL.
+func TestCUDAChainTimesSteps(t *testing.T) {
+	devs := openGPUs(t)
+	m, err := LoadModel(os.Getenv("HYBRID_BENCH_MODEL"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	defer func(d int, g bool) { chainDepth, chainGrow = d, g }(chainDepth, chainGrow)
+	chainDepth, chainGrow = defaultChain, true
+	const ctx, steps = 256, 100
+	e, err := NewPlanExecutor(m, devs[:1], ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := m.Tokenizer.Encode("Once upon a time", true)
+	logits, err := e.Prefill(prompt, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := e.newStepChain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.pt == nil {
+		t.Fatalf("the GPU (%T) does not time its picks", devs[0])
+	}
+	tok := Greedy(logits)
+	t0 := time.Now()
+	for s := range steps {
+		if tok, err = g.step(tok, len(prompt)+s, steps-1-s, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.close(); err != nil {
+		t.Fatal(err)
+	}
+	wall := time.Since(t0) / steps
+	if g.stepT < 5*time.Microsecond || g.stepT > wall {
+		t.Fatalf("shortest gap between two picks %v; the host's time a step %v", g.stepT, wall)
+	}
+	if want := grownDepth(defaultChain, g.stepT); g.depth != want {
+		t.Fatalf("depth %d after steps of %v, grownDepth gives %d", g.depth, g.stepT, want)
+	}
+	t.Logf("steps of %v on the device (%v a step on the host), depth %d", g.stepT, wall, g.depth)
+}
+
 // BenchmarkCUDAChainHostWork measures how a greedy decode's speed depends
 // on the host: each step the caller first spends work µs of host time (a
 // busy loop, standing in for a slower host's share of the step: queueing

@@ -23,10 +23,41 @@ type chainer struct {
 	queue          []int32
 	kept           int32
 	chained, picks int
-	early          int           // steps not chained run while a pick was queued
-	most           int           // the most picks queued at once
-	wait           time.Duration // how long each NextPick takes, as a GPU's read waits for its step
+	early          int // steps not chained run while a pick was queued
+	most           int // the most picks queued at once
 }
+
+// timedChainer is a chainer that times its picks (devices.PickTimer): a
+// pick's time is when PickNext made it, its step having run before.
+type timedChainer struct {
+	chainer
+	made []time.Time // the queued picks' times, oldest first
+	last time.Time   // the pick NextPick read last's (zero: none)
+	gap  time.Duration
+	ok   bool
+}
+
+func (c *timedChainer) PickNext(src devices.Buffer, n int) error {
+	if err := c.chainer.PickNext(src, n); err != nil {
+		return err
+	}
+	c.made = append(c.made, time.Now())
+	return nil
+}
+
+func (c *timedChainer) NextPick() (int32, error) {
+	id, err := c.chainer.NextPick()
+	if err != nil {
+		return 0, err
+	}
+	at := c.made[0]
+	c.made = c.made[1:]
+	c.gap, c.ok = at.Sub(c.last), !c.last.IsZero()
+	c.last = at
+	return id, nil
+}
+
+func (c *timedChainer) PickGap() (time.Duration, bool) { return c.gap, c.ok }
 
 func (c *chainer) Chains() bool { return true }
 
@@ -53,7 +84,6 @@ func (c *chainer) NextPick() (int32, error) {
 	if len(c.queue) == 0 {
 		return 0, errors.New("no pick queued")
 	}
-	time.Sleep(c.wait)
 	id := c.queue[0]
 	c.queue = c.queue[1:]
 	return id, nil
@@ -490,34 +520,33 @@ func TestChainGrows(t *testing.T) {
 		}
 	}
 	g := &stepChain{depth: 8, grow: true}
-	at := func(n int) time.Time { return time.Unix(0, 0).Add(time.Duration(n) * us) }
 	for i, r := range []struct {
-		t0, t1 int // the read's start and end, µs
-		depth  int
-		stepT  time.Duration
+		gap   time.Duration // the device's, since the pick before
+		ok    bool
+		depth int
+		stepT time.Duration
 	}{
-		{0, 600, 8, 0},             // waited, the first read
-		{700, 705, 8, 0},           // did not wait
-		{705, 1000, 8, 0},          // waited, the read before did not
-		{1010, 1527, 16, 527 * us}, // waited after one that waited: a step
-		{1530, 3600, 16, 527 * us}, // longer (the host late): not taken
-		{3600, 3604, 16, 527 * us}, // did not wait
-		{3604, 3700, 16, 527 * us}, // waited, after one that did not
-		{3700, 4000, 27, 300 * us}, // shorter: 8 ms is 26.7 such steps
+		{0, false, 8, 0},                           // the first pick: no gap
+		{300 * us, false, 8, 0},                    // not the pick before's: not taken
+		{1770 * us, true, 8, 1770 * us},            // eight such steps take 14 ms already
+		{527 * us, true, 16, 527 * us},             // shorter: 8 ms is 15.2 steps
+		{2 * time.Millisecond, true, 16, 527 * us}, // longer (the device ran dry): not taken
+		{0, true, 16, 527 * us},                    // no time: not taken
+		{300 * us, true, 27, 300 * us},             // shorter: 8 ms is 26.7 such steps
 	} {
-		g.observe(at(r.t0), at(r.t1))
+		g.observe(r.gap, r.ok)
 		if g.depth != r.depth || g.stepT != r.stepT {
-			t.Fatalf("read %d (%d–%d µs): depth %d, step %v; want %d, %v", i, r.t0, r.t1, g.depth, g.stepT, r.depth, r.stepT)
+			t.Fatalf("pick %d (gap %v, %v): depth %d, step %v; want %d, %v", i, r.gap, r.ok, g.depth, g.stepT, r.depth, r.stepT)
 		}
 	}
 }
 
-// TestGreedyChainGrows runs Generate on a device whose reads of its picks
-// wait, as a GPU's wait for the step they follow: the chain grows past
-// defaultChain, since its steps are far shorter than chainAhead (set to
-// 100 ms), never past
-// what the device holds (PickNext fails there), and gives the tokens of a
-// device that does not chain.
+// TestGreedyChainGrows runs Generate on a device that times its picks
+// (devices.PickTimer, the time between its PickNext calls): the chain grows
+// past defaultChain, since its steps are far shorter than chainAhead (set
+// to 100 ms), never past what the device holds (PickNext fails there), and
+// gives the tokens of a device that does not chain. A device that does not
+// time its picks keeps the depth it started with.
 func TestGreedyChainGrows(t *testing.T) {
 	defer func(d int, g bool, a time.Duration) { chainDepth, chainGrow, chainAhead = d, g, a }(chainDepth, chainGrow, chainAhead)
 	// 100 ms ahead: a CPU step on a loaded machine is still far shorter
@@ -529,12 +558,21 @@ func TestGreedyChainGrows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &chainer{batcher: batcher{Device: cpu.New("cpu", 1), seen: map[*devices.Call]int{}}, wait: 100 * time.Microsecond}
-	e, err := NewExecutor(m, c, ctx)
+	o := GenerateOptions{Prompt: "Once upon a time", MaxTokens: 100, Sampler: SamplerConfig{TopP: 1, RepeatPenalty: 1}}
+	// Not timed: eight at most.
+	u := &chainer{batcher: batcher{Device: cpu.New("cpu", 1), seen: map[*devices.Call]int{}}}
+	e, err := NewExecutor(m, u, ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := GenerateOptions{Prompt: "Once upon a time", MaxTokens: 100, Sampler: SamplerConfig{TopP: 1, RepeatPenalty: 1}}
+	generateBoth(t, plain, e, o, "a chain on a device that does not time its picks")
+	if u.most != defaultChain {
+		t.Fatalf("at most %d picks queued at once on a device that does not time them, want %d", u.most, defaultChain)
+	}
+	c := &timedChainer{chainer: chainer{batcher: batcher{Device: cpu.New("cpu", 1), seen: map[*devices.Call]int{}}}}
+	if e, err = NewExecutor(m, c, ctx); err != nil {
+		t.Fatal(err)
+	}
 	want := generateBoth(t, plain, e, o, "a growing chain")
 	if len(c.queue) != 0 {
 		t.Fatalf("%d picks left unread", len(c.queue))

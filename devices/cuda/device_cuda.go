@@ -818,11 +818,20 @@ func (d *Device) ReadArgmax(src devices.Buffer, n int, ids []int32) error {
 // chain holds the greedy picks PickNext queued: each is copied from the
 // device into its slot of pinned host memory, with an event after the copy,
 // so that NextPick waits for that pick's step only and not for the step
-// queued after it.
+// queued after it. The events keep their times: the time between two
+// picks' events is the device's time between them (PickGap).
 type chain struct {
 	host        unsafe.Pointer // devices.MaxChained int32 slots
 	ev          [devices.MaxChained]event
 	head, count int // the oldest pick's slot, and how many are queued
+
+	// The slot NextPick read last, whether its event still marks that
+	// pick (queuePick records the slot again once it is free), and the
+	// device's time from it to the pick read after it (PickGap).
+	read   int
+	readOK bool
+	gap    time.Duration
+	gapOK  bool
 }
 
 // free releases the chain's memory and events (device thread only).
@@ -885,7 +894,7 @@ func (d *Device) queuePick(src devices.Buffer, n int, what string, pick func(b *
 			}
 			c.host = p
 			for i := range c.ev {
-				if c.ev[i], err = newEvent(); err != nil {
+				if c.ev[i], err = newTimedEvent(); err != nil {
 					c.free()
 					return err
 				}
@@ -901,6 +910,9 @@ func (d *Device) queuePick(src devices.Buffer, n int, what string, pick func(b *
 		}
 		if err := c.ev[slot].record(d.stream); err != nil {
 			return err
+		}
+		if slot == c.read {
+			c.readOK = false
 		}
 		c.count++
 		return nil
@@ -921,9 +933,26 @@ func (d *Device) NextPick() (int32, error) {
 			return fmt.Errorf("cuda: pick: %w", err)
 		}
 		id = *(*int32)(unsafe.Add(c.host, 4*slot))
+		c.gapOK = false
+		if c.readOK && (c.read+1)%devices.MaxChained == slot {
+			if t, err := elapsed(c.ev[c.read], c.ev[slot]); err == nil {
+				c.gap, c.gapOK = t, true
+			}
+		}
+		c.read, c.readOK = slot, true
 		return nil
 	})
 	return id, err
+}
+
+var _ devices.PickTimer = (*Device)(nil)
+
+// PickGap implements devices.PickTimer: the events' time between the pick
+// NextPick read last and the one before it.
+func (d *Device) PickGap() (time.Duration, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.chain.gap, d.chain.gapOK
 }
 
 // ReadTopK implements devices.TopKer: the topk kernel over the rows of src

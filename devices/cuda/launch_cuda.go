@@ -59,6 +59,7 @@ static void hy_graph_free(CUgraph g, CUgraphExec e) {
 static CUresult hy_htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st) { return cuMemcpyHtoDAsync(d, s, n, st); }
 static CUresult hy_dtoh_async(void *d, CUdeviceptr s, size_t n, CUstream st) { return cuMemcpyDtoHAsync(d, s, n, st); }
 static CUresult hy_event_new(CUevent *e) { return cuEventCreate(e, CU_EVENT_DISABLE_TIMING); }
+static CUresult hy_event_timed(CUevent *e) { return cuEventCreate(e, CU_EVENT_DEFAULT); }
 static CUresult hy_record_on(CUevent e, CUstream s) { return cuEventRecord(e, s); }
 static CUresult hy_wait_event(CUstream s, CUevent e) { return cuStreamWaitEvent(s, e, 0); }
 static CUresult hy_event_sync(CUevent e) { return cuEventSynchronize(e); }
@@ -179,6 +180,25 @@ func newEvent() (event, error) {
 		return e, fmt.Errorf("cuEventCreate: %s", C.GoString(C.hy_err(r)))
 	}
 	return e, nil
+}
+
+// newTimedEvent returns an event that keeps the time it was reached
+// (elapsed).
+func newTimedEvent() (event, error) {
+	var e event
+	if r := C.hy_event_timed(&e.e); r != 0 {
+		return e, fmt.Errorf("cuEventCreate: %s", C.GoString(C.hy_err(r)))
+	}
+	return e, nil
+}
+
+// elapsed is the device's time from a to b, two timed events both reached.
+func elapsed(a, b event) (time.Duration, error) {
+	var ms C.float
+	if r := C.hy_elapsed_on(a.e, b.e, &ms); r != 0 {
+		return 0, fmt.Errorf("cuEventElapsedTime: %s", C.GoString(C.hy_err(r)))
+	}
+	return time.Duration(float64(ms) * 1e6), nil
 }
 
 // record marks the work queued on s so far.
