@@ -25,7 +25,7 @@ for r in ${ROUNDS:-1 2}; do
     echo "llama d4096 $($B/llama-bench -m $f -p 0 -n 128 -d 4096 -r 2 -ngl 99 -fa 1 2>/dev/null | grep tg128 | awk -F'|' '{print $(NF-1)}')"
     for g in 1 0; do
       echo "hybrid GQA=$g d0 $(HYBRID_CUDA_GQA=$g $H bench --model $f --policies cuda-only -p 0 -n 128 -r 3 | grep -E '^\| cuda-only')"
-      echo "hybrid GQA=$g d4096 $(HYBRID_CUDA_GQA=$g $H bench --model $f --policies cuda-only -p 0 -n 128 -d 4096 -r 2 --ctx-override | tail -1)"
+      echo "hybrid GQA=$g d4096 $(HYBRID_CUDA_GQA=$g $H bench --model $f --policies cuda-only -p 0 -n 128 -d 4096 -r 2 --ctx-override | grep -E "tg128")"
     done
   done
 done

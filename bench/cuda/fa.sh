@@ -50,7 +50,7 @@ for spec in $MODELS; do
     echo "at depth 4096, llama.cpp:"
     ld=$($B/llama-bench -m $m -p 0 -n 128 -d 4096 -r 2 -ngl 99 -fa 1 2>/dev/null | grep -E "tg128" | tee /dev/stderr | val tg128)
     echo "at depth 4096, hybrid:"
-    hd=$($H bench --model $m --policies cuda-only -p 0 -n 128 -d 4096 -r 2 --ctx-override | tail -1 | tee /dev/stderr | val tg128)
+    hd=$($H bench --model $m --policies cuda-only -p 0 -n 128 -d 4096 -r 2 --ctx-override | grep -E "tg128" | tee /dev/stderr | val tg128)
   fi
   echo "$1 $2|$lpp|$hpp|$ltg|$htg|$ld|$hd|$wb" >>$S
 done
