@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"hybrid/devices"
+	"hybrid/models/llama"
 )
 
 // TestCUDAGreedyChain checks the chained greedy decode on the GPU (each
@@ -28,26 +29,11 @@ func TestCUDAGreedyChain(t *testing.T) {
 	}
 	defer m.Close()
 	const ctx, steps = 256, 100
-	prompt := m.Tokenizer.Encode("Once upon a time", true)
 	run := func(chained bool) []int32 {
-		e, err := NewPlanExecutor(m, devs[:1], ctx, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		logits, err := e.Prefill(prompt, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := e.newStepChain()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := devs[0].(devices.Chainer); !ok || g.ch == nil {
-			t.Fatalf("the GPU step is not chained (%T)", devs[0])
-		}
-		toks := []int32{Greedy(logits)}
+		e, g, n, first := chainedOnGPU(t, m, devs[0], ctx)
+		toks := []int32{first}
 		for s := range steps {
-			pos := len(prompt) + s
+			pos := n + s
 			var id int32
 			if chained {
 				id, err = g.step(toks[s], pos, steps-1-s, nil)
@@ -64,7 +50,7 @@ func TestCUDAGreedyChain(t *testing.T) {
 		}
 		if chained {
 			// A caller that takes another token: its own step.
-			pos := len(prompt) + steps
+			pos := n + steps
 			other := (toks[steps] + 1) % int32(m.Config.Vocab)
 			a, err := g.step(toks[steps], pos, ctx, nil)
 			if err != nil {
@@ -103,6 +89,30 @@ func TestCUDAGreedyChain(t *testing.T) {
 	t.Logf("%d greedy tokens chained as waited for, %d, %d and %d steps queued at most", len(want), 2, 4, devices.MaxChained)
 }
 
+// chainedOnGPU returns an executor of m on dev with a context of ctx that
+// has taken the prompt "Once upon a time", its step chain, the prompt's
+// length and its logits' greedy pick; it fails unless the step is chained.
+func chainedOnGPU(t *testing.T, m *llama.Model, dev devices.Device, ctx int) (*Executor, *stepChain, int, int32) {
+	t.Helper()
+	e, err := NewPlanExecutor(m, []devices.Device{dev}, ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := m.Tokenizer.Encode("Once upon a time", true)
+	logits, err := e.Prefill(prompt, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := e.newStepChain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := dev.(devices.Chainer); !ok || g.ch == nil {
+		t.Fatalf("the GPU step is not chained (%T)", dev)
+	}
+	return e, g, len(prompt), Greedy(logits)
+}
+
 // TestCUDAChainTimesSteps checks the GPU's times of its picks
 // (devices.PickTimer), from which a chain grows: over 100 chained greedy
 // steps, the shortest gap between two picks is positive, at least 5 µs (a
@@ -119,26 +129,14 @@ func TestCUDAChainTimesSteps(t *testing.T) {
 	defer func(d int, g bool) { chainDepth, chainGrow = d, g }(chainDepth, chainGrow)
 	chainDepth, chainGrow = defaultChain, true
 	const ctx, steps = 256, 100
-	e, err := NewPlanExecutor(m, devs[:1], ctx, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prompt := m.Tokenizer.Encode("Once upon a time", true)
-	logits, err := e.Prefill(prompt, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := e.newStepChain()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, g, n, tok := chainedOnGPU(t, m, devs[0], ctx)
 	if g.pt == nil {
 		t.Fatalf("the GPU (%T) does not time its picks", devs[0])
 	}
-	tok := Greedy(logits)
 	t0 := time.Now()
 	for s := range steps {
-		if tok, err = g.step(tok, len(prompt)+s, steps-1-s, nil); err != nil {
+		var err error
+		if tok, err = g.step(tok, n+s, steps-1-s, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
