@@ -249,8 +249,8 @@ func (g *stepChain) next() (int32, float32, error) {
 // device time. The device's clock, not the host's: the thirty-ninth
 // session's reads timed on the host, where a read slowed by the host's
 // own hand-off looked like a short step, grew the 7B's chain to 32 steps
-// (56 ms) on a shared core and TinyLlama's to 30 at depth 4096, where the
-// rule gives 8 and 11.
+// (56 ms) on a shared core and TinyLlama's to 30 at depth 4096; the
+// device's clock gives them 8 and 12 (fortieth session).
 func (g *stepChain) observe(d time.Duration, ok bool) {
 	if ok && d > 0 && (g.stepT == 0 || d < g.stepT) {
 		g.stepT = d
